@@ -1,0 +1,67 @@
+# The two entry points a fresh machine needs (see README.md):
+#   make demo   bring up the local cluster (kwok + real control plane + JobSet) and show it healthy
+#   make test   everything CI runs: lint, types, layer contracts, unit, integration and e2e tests
+#
+# Control-plane binaries are built from pinned Go modules by hack/build-binaries.sh and cached by version
+# outside the repository, so only the first run pays for the build.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test venv binaries lint typecheck contracts unit integration e2e bench cluster-up cluster-down cluster-env clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+binaries:
+	bash hack/build-binaries.sh >/dev/null
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+contracts: venv
+	$(VENV)/bin/lint-imports
+
+unit: venv
+	$(PY) -m pytest test/unit $(PYTEST_ARGS)
+
+integration: venv binaries
+	$(PY) -m pytest test/integration $(PYTEST_ARGS)
+
+e2e: venv binaries
+	$(PY) -m pytest test/e2e $(PYTEST_ARGS)
+
+# One pytest run for all tiers, so the Tier 1 control plane starts once and pytest reports one summary.
+test: venv binaries lint typecheck contracts
+	$(PY) -m pytest test $(PYTEST_ARGS)
+
+bench: venv binaries
+	$(PY) -m pytest test -m benchmark -s -p no:cacheprovider $(PYTEST_ARGS)
+
+demo: venv binaries
+	$(PY) hack/cluster.py demo
+
+cluster-up: venv binaries
+	$(PY) hack/cluster.py up
+
+cluster-down: venv
+	$(PY) hack/cluster.py down
+
+cluster-env: venv
+	@$(PY) hack/cluster.py env
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

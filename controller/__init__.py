@@ -1,0 +1,1 @@
+"""controller: see docs/architecture.md (map to be written)."""

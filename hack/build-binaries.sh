@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Build the control-plane binaries the tests run against, from pinned Go modules.
+#
+#   hack/build-binaries.sh            build whatever is missing, print the bin directory
+#   hack/build-binaries.sh --print    print the bin directory only, build nothing
+#
+# Each component is built into its own versioned directory under
+#   ${TRAINER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeflow-trainer-py}/bin/<component>-<version>/
+# and is rebuilt only when that directory is missing. The wrapper modules in
+# hack/tools/<component>/ pin every dependency (go.mod/go.sum are committed);
+# the binaries are never committed. Third-party CRDs stay in the Go module cache
+# and are read from there at run time (hack/thirdparty.py).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${TRAINER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeflow-trainer-py}
+log_dir="$cache/build-logs"
+
+die() { echo "build-binaries: error: $*" >&2; exit 1; }
+say() { echo "build-binaries: $*" >&2; }
+
+k8s_dir="$cache/bin/kubernetes-$KUBERNETES_VERSION"
+etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
+kwok_dir="$cache/bin/kwok-$KWOK_VERSION"
+jobset_dir="$cache/bin/jobset-$JOBSET_VERSION"
+
+if [[ "${1:-}" == "--print" ]]; then
+  printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\n' \
+    "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir"
+  exit 0
+fi
+
+complete() {  # complete DIR BINARY...: every binary is present
+  local dir=$1; shift
+  for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
+}
+
+preflight() {
+  command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH; see docs/development.md)"
+  local gov; gov=$(go env GOVERSION | sed 's/^go//')
+  local major=${gov%%.*} rest=${gov#*.}; local minor=${rest%%.*}
+  if (( major < 1 || (major == 1 && minor < 26) )); then
+    die "Go $gov is too old: Kubernetes ${KUBERNETES_VERSION} and kwok ${KWOK_VERSION} need go >= 1.26"
+  fi
+  mkdir -p "$cache/bin" "$log_dir"
+  # A cold build needs about 4 GiB for modules and the build cache, and ~1 GiB of binaries.
+  local need_kb=$((6 * 1024 * 1024)) avail_kb
+  for d in "$cache" "$(go env GOMODCACHE | sed 's:/[^/]*$::')" "$(go env GOCACHE | sed 's:/[^/]*$::')"; do
+    mkdir -p "$d" 2>/dev/null || true
+    avail_kb=$(df -Pk "$d" | awk 'NR==2 {print $4}')
+    if (( avail_kb < need_kb )); then
+      die "only $((avail_kb / 1024)) MiB free under $d; a cold build needs about 6 GiB (modules, build cache, binaries)"
+    fi
+  done
+  if ! (cd "$here/tools/etcd" && GOFLAGS=-mod=mod go mod download go.etcd.io/etcd/server/v3 >/dev/null 2>"$log_dir/proxy-check.log"); then
+    die "cannot download Go modules (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY)); see $log_dir/proxy-check.log"
+  fi
+}
+
+build() {  # build NAME DIR CMD...: run CMD into a temp dir, then move it into place
+  local name=$1 dir=$2; shift 2
+  local tmp="$dir.tmp.$$" start=$SECONDS
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  say "building $name (log: $log_dir/$name.log)"
+  if ! ( OUT="$tmp" "$@" ) >"$log_dir/$name.log" 2>&1; then
+    rm -rf "$tmp"
+    tail -n 20 "$log_dir/$name.log" >&2
+    die "building $name failed; full log in $log_dir/$name.log"
+  fi
+  rm -rf "$dir"; mv "$tmp" "$dir"
+  say "built $name in $((SECONDS - start)) s: $(du -sh "$dir" | cut -f1)"
+}
+
+export CGO_ENABLED=0
+export GOFLAGS=-mod=readonly
+
+build_kubernetes() {
+  local minor; minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
+  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local v="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
+  v+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  v+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=$date"
+  v+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
+  v+=" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  cd "$here/tools/k8s"
+  go build -trimpath -ldflags "-s -w $v" -o "$OUT/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+}
+
+build_etcd() {
+  cd "$here/tools/etcd"
+  go build -trimpath -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3
+}
+
+build_kwok() {
+  cd "$here/tools/kwok"
+  go build -trimpath -ldflags "-s -w" -o "$OUT/" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+}
+
+build_jobset() {
+  cd "$here/tools/jobset"
+  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION" \
+    -o "$OUT/jobset" sigs.k8s.io/jobset
+}
+
+need=()
+complete "$etcd_dir" etcd || need+=(etcd)
+complete "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl || need+=(kubernetes)
+complete "$kwok_dir" kwok kwokctl || need+=(kwok)
+complete "$jobset_dir" jobset || need+=(jobset)
+
+if (( ${#need[@]} )); then
+  preflight
+  for n in "${need[@]}"; do
+    case $n in
+      etcd) build etcd "$etcd_dir" build_etcd ;;
+      kubernetes) build kubernetes "$k8s_dir" build_kubernetes ;;
+      kwok) build kwok "$kwok_dir" build_kwok ;;
+      jobset) build jobset "$jobset_dir" build_jobset ;;
+    esac
+  done
+fi
+printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir"

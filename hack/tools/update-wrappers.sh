@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Regenerate the wrapper modules in hack/tools/ after a version bump in hack/versions.env.
+# Run by a maintainer, never by CI: the resulting go.mod/go.sum files are committed.
+#
+# Why wrappers: k8s.io/kubernetes replaces every staging module with a local path,
+# so `go install k8s.io/kubernetes/cmd/...@v` is refused; a wrapper requires it and
+# points each staging module at its published v0.Y.Z. etcd's server module has replace
+# directives too. kwok and jobset need none, but a wrapper pins their go.sum here as well.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../versions.env"
+export GOFLAGS=-mod=mod
+
+fresh() {  # fresh DIR MODULE: start a wrapper module from scratch
+  rm -f "$1/go.mod" "$1/go.sum"
+  (cd "$1" && go mod init "$2" >/dev/null 2>&1 && go mod edit -go=1.26.0)
+}
+
+# Kubernetes: require k8s.io/kubernetes and replace each staging module by v0.Y.Z.
+staging="v0.${KUBERNETES_VERSION#v1.}"
+fresh "$here/k8s" github.com/kubeflow-trainer-py/hack/tools/k8s
+gomod=$(cd "$(mktemp -d)" && GOFLAGS= go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+cd "$here/k8s"
+for m in $(sed -nE 's#^[[:space:]]*(k8s\.io/[^[:space:]]+)[[:space:]]+=>[[:space:]]+\./staging/src/.*#\1#p' "$gomod"); do
+  go mod edit -replace="$m=$m@$staging"
+done
+go mod edit -require="k8s.io/kubernetes@$KUBERNETES_VERSION" \
+  -tool=k8s.io/kubernetes/cmd/kube-apiserver -tool=k8s.io/kubernetes/cmd/kube-controller-manager \
+  -tool=k8s.io/kubernetes/cmd/kube-scheduler -tool=k8s.io/kubernetes/cmd/kubectl
+go mod tidy
+
+fresh "$here/etcd" github.com/kubeflow-trainer-py/hack/tools/etcd
+cd "$here/etcd" && go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION" && go mod tidy
+
+fresh "$here/kwok" github.com/kubeflow-trainer-py/hack/tools/kwok
+cd "$here/kwok" && go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" && go mod tidy
+
+fresh "$here/jobset" github.com/kubeflow-trainer-py/hack/tools/jobset
+cd "$here/jobset" && go get -tool "sigs.k8s.io/jobset@$JOBSET_VERSION" && go mod tidy
+
+# Third-party CRDs are read from the module cache at run time; a go.mod here records
+# the versions so `go mod download` fetches exactly these.
+fresh "$here/crds" github.com/kubeflow-trainer-py/hack/tools/crds
+cd "$here/crds"
+go mod edit -require="sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" -require="volcano.sh/volcano@$VOLCANO_VERSION" \
+  -require="sigs.k8s.io/jobset@$JOBSET_VERSION"
+echo "wrappers regenerated; commit hack/tools/*/go.mod and go.sum"

@@ -1,0 +1,1 @@
+"""runtime: the pure TrainJob → objects pipeline (map to be written)."""
