@@ -28,7 +28,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 REGISTRY.register(PROCESS_COLLECTOR)
