@@ -1,0 +1,283 @@
+"""Thin read-only views over Trainer wire objects that apply the CRD defaults when reading.
+
+Go origin: none directly; these replace the nil-guards and `ptr.Deref(x, default)` calls that upstream code
+spreads around `pkg/runtime` and `pkg/controller` for fields the CRD defaults (`runtimeRef.kind`, `suspend`,
+`managedBy`, MPI and Flux settings, `scheduleTimeoutSeconds`).
+
+Guarantees:
+- A view wraps the dict it is given without copying it and never mutates it; reading a property costs a few
+  dict lookups. Objects handed out by a cache are shared, so views are the safe way to read them.
+- Every default a view applies is the default in the CRD schema (or, for `mlPolicy.numNodes`, the documented
+  default 1), so an object read from a file or built in a test reads the same as one the API server defaulted.
+  Explicit values, including JSON null for an optional field, are read as absent only when Go would see nil.
+
+Deliberately missing: setters (build new dicts instead), validation (the API server and the webhook do that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from runtime.api import constants
+from runtime.api.core import Condition, ObjectMetaFull
+from runtime.api.v1alpha1 import (
+    Initializer,
+    JobSetTemplateSpec,
+    JobStatus,
+    MLPolicy,
+    PodGroupPolicy,
+    RuntimePatch,
+    Trainer,
+    TrainingRuntimeSpec,
+    TrainJobSpec,
+)
+
+__all__ = ["MLPolicyView", "ObjectView", "RuntimeView", "TrainJobView", "find_condition"]
+
+
+def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
+    """The condition of that type in a `conditions` list, or None (Go: `meta.FindStatusCondition`)."""
+    for condition in conditions:
+        if condition.get("type") == type_:
+            return condition
+    return None
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectView:
+    """Metadata accessors shared by every view."""
+
+    obj: Mapping[str, Any]
+
+    @property
+    def metadata(self) -> ObjectMetaFull:
+        return cast(ObjectMetaFull, _mapping(self.obj.get("metadata")))
+
+    @property
+    def name(self) -> str:
+        return self.metadata.get("name", "")
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.get("namespace", "")
+
+    @property
+    def uid(self) -> str:
+        return self.metadata.get("uid", "")
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def api_version(self) -> str:
+        return str(self.obj.get("apiVersion", ""))
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.metadata.get("labels") or {}
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.metadata.get("annotations") or {}
+
+
+@dataclass(frozen=True, slots=True)
+class TrainJobView(ObjectView):
+    """A TrainJob, with the CRD defaults applied on read."""
+
+    @property
+    def spec(self) -> TrainJobSpec:
+        return cast(TrainJobSpec, _mapping(self.obj.get("spec")))
+
+    @property
+    def runtime_ref_name(self) -> str:
+        return str(_mapping(self.spec.get("runtimeRef")).get("name", ""))
+
+    @property
+    def runtime_ref_kind(self) -> str:
+        """`spec.runtimeRef.kind`, default `ClusterTrainingRuntime`."""
+        kind = _mapping(self.spec.get("runtimeRef")).get("kind")
+        return constants.CLUSTER_TRAINING_RUNTIME_KIND if kind is None else str(kind)
+
+    @property
+    def runtime_ref_api_group(self) -> str:
+        """`spec.runtimeRef.apiGroup`, default `trainer.kubeflow.org`."""
+        group = _mapping(self.spec.get("runtimeRef")).get("apiGroup")
+        return constants.GROUP if group is None else str(group)
+
+    @property
+    def suspend(self) -> bool:
+        """`spec.suspend`, default false."""
+        return bool(self.spec.get("suspend") or False)
+
+    @property
+    def managed_by(self) -> str:
+        """`spec.managedBy`, default `trainer.kubeflow.org/trainjob-controller`."""
+        value = self.spec.get("managedBy")
+        return constants.MANAGED_BY_TRAINJOB_CONTROLLER if value is None else value
+
+    @property
+    def is_managed_by_trainer(self) -> bool:
+        return self.managed_by == constants.MANAGED_BY_TRAINJOB_CONTROLLER
+
+    @property
+    def active_deadline_seconds(self) -> int | None:
+        """`spec.activeDeadlineSeconds`, or None when unset or 0 (no deadline)."""
+        return self.spec.get("activeDeadlineSeconds") or None
+
+    @property
+    def trainer(self) -> Trainer | None:
+        return self.spec.get("trainer")
+
+    @property
+    def initializer(self) -> Initializer | None:
+        return self.spec.get("initializer")
+
+    @property
+    def runtime_patches(self) -> Sequence[RuntimePatch]:
+        return self.spec.get("runtimePatches") or ()
+
+    @property
+    def conditions(self) -> Sequence[Condition]:
+        return _mapping(self.obj.get("status")).get("conditions") or ()
+
+    @property
+    def jobs_status(self) -> Sequence[JobStatus]:
+        return _mapping(self.obj.get("status")).get("jobsStatus") or ()
+
+    def condition(self, type_: str) -> Condition | None:
+        return find_condition(self.conditions, type_)
+
+    def is_condition_true(self, type_: str) -> bool:
+        condition = self.condition(type_)
+        return condition is not None and condition.get("status") == constants.CONDITION_TRUE
+
+    @property
+    def is_complete(self) -> bool:
+        return self.is_condition_true(constants.CONDITION_COMPLETE)
+
+    @property
+    def is_failed(self) -> bool:
+        return self.is_condition_true(constants.CONDITION_FAILED)
+
+    @property
+    def is_finished(self) -> bool:
+        """Complete=True or Failed=True: the TrainJob is terminal."""
+        return self.is_complete or self.is_failed
+
+
+@dataclass(frozen=True, slots=True)
+class MLPolicyView:
+    """`spec.mlPolicy` of a runtime (possibly absent), with the CRD defaults applied on read."""
+
+    policy: MLPolicy | None
+
+    def _source(self, key: str) -> dict[str, Any] | None:
+        if self.policy is None:
+            return None
+        value = self.policy.get(key)
+        return cast(dict[str, Any], value) if isinstance(value, dict) else None
+
+    @property
+    def num_nodes(self) -> int:
+        """`mlPolicy.numNodes`; absent means 1."""
+        value = self.policy.get("numNodes") if self.policy is not None else None
+        return constants.DEFAULT_NUM_NODES if value is None else value
+
+    @property
+    def source(self) -> str | None:
+        """The configured source (`torch`, `mpi`, `flux`, `jax`, `xgboost`), or None (the PlainML case)."""
+        for key in ("torch", "mpi", "flux", "jax", "xgboost"):
+            if self._source(key) is not None:
+                return key
+        return None
+
+    @property
+    def torch(self) -> dict[str, Any] | None:
+        return self._source("torch")
+
+    @property
+    def mpi(self) -> dict[str, Any] | None:
+        return self._source("mpi")
+
+    @property
+    def flux(self) -> dict[str, Any] | None:
+        return self._source("flux")
+
+    @property
+    def jax(self) -> dict[str, Any] | None:
+        return self._source("jax")
+
+    @property
+    def xgboost(self) -> dict[str, Any] | None:
+        return self._source("xgboost")
+
+    @property
+    def mpi_num_proc_per_node(self) -> int:
+        value = (self.mpi or {}).get("numProcPerNode")
+        return constants.DEFAULT_NUM_PROC_PER_NODE if value is None else int(value)
+
+    @property
+    def mpi_implementation(self) -> str:
+        value = (self.mpi or {}).get("mpiImplementation")
+        return constants.MPI_IMPLEMENTATION_OPENMPI if value is None else str(value)
+
+    @property
+    def mpi_ssh_auth_mount_path(self) -> str:
+        value = (self.mpi or {}).get("sshAuthMountPath")
+        return constants.DEFAULT_MPI_SSH_AUTH_MOUNT_PATH if value is None else str(value)
+
+    @property
+    def mpi_run_launcher_as_node(self) -> bool:
+        return bool((self.mpi or {}).get("runLauncherAsNode") or False)
+
+    @property
+    def flux_num_proc_per_node(self) -> int:
+        value = (self.flux or {}).get("numProcPerNode")
+        return constants.DEFAULT_NUM_PROC_PER_NODE if value is None else int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeView(ObjectView):
+    """A TrainingRuntime or ClusterTrainingRuntime, with the CRD defaults applied on read."""
+
+    @property
+    def spec(self) -> TrainingRuntimeSpec:
+        return cast(TrainingRuntimeSpec, _mapping(self.obj.get("spec")))
+
+    @property
+    def is_cluster_scoped(self) -> bool:
+        return self.kind == constants.CLUSTER_TRAINING_RUNTIME_KIND
+
+    @property
+    def framework(self) -> str | None:
+        """The `trainer.kubeflow.org/framework` label (the Python SDK requires it)."""
+        return self.labels.get(constants.LABEL_FRAMEWORK)
+
+    @property
+    def ml_policy(self) -> MLPolicyView:
+        return MLPolicyView(self.spec.get("mlPolicy"))
+
+    @property
+    def pod_group_policy(self) -> PodGroupPolicy | None:
+        return self.spec.get("podGroupPolicy")
+
+    @property
+    def coscheduling_schedule_timeout_seconds(self) -> int | None:
+        """`podGroupPolicy.coscheduling.scheduleTimeoutSeconds` (default 60), or None without coscheduling."""
+        source = _mapping(self.pod_group_policy).get("coscheduling")
+        if not isinstance(source, dict):
+            return None
+        value = source.get("scheduleTimeoutSeconds")
+        return constants.DEFAULT_SCHEDULE_TIMEOUT_SECONDS if value is None else int(value)
+
+    @property
+    def template(self) -> JobSetTemplateSpec:
+        return cast(JobSetTemplateSpec, _mapping(self.spec.get("template")))
