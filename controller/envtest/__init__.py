@@ -1,0 +1,42 @@
+"""controller.envtest: a real etcd + kube-apiserver on loopback for integration tests (Tier 1).
+
+Go origin: controller-runtime ``pkg/envtest`` and ``pkg/internal/testing``. The package tests connect to
+through a kubeconfig, exactly as they would to any cluster; what it guarantees is in each module:
+
+- ``controlplane``: :class:`ControlPlane`: start/stop, admin kubeconfig, CRD installation, ServiceAccount
+  kubeconfigs, apiserver restart and etcd compaction (the failure modes a controller must survive);
+- ``apiserver`` and ``etcd``: the two processes and their flags;
+- ``certs``: the throwaway CA (serving, client and signing keys), also used by the Tier 2 cluster;
+- ``kubeconfig``: self-contained kubeconfig files;
+- ``binaries``: where etcd and kube-apiserver are found (``TEST_ASSET_*``, ``KUBEBUILDER_ASSETS``, or
+  ``hack/build-binaries.sh --print``); the library never builds them;
+- ``process``: child processes in their own process groups, stopped at exit or on SIGTERM.
+
+It talks to kube-apiserver with the standard library (``http.client`` + ``ssl``), not the ``kubernetes``
+package, which only ``controller.transport`` may import.
+"""
+
+from __future__ import annotations
+
+from controller.envtest.apiserver import Response
+from controller.envtest.binaries import Binaries, BinariesNotFound, find_binaries
+from controller.envtest.certs import CertificateAuthority, KeyPair, SigningKeyPair, generate_rsa_keypair
+from controller.envtest.controlplane import ControlPlane, ControlPlaneStatistics, load_crds
+from controller.envtest.errors import EnvtestError, RequestError, StartError
+
+__all__ = [
+    "Binaries",
+    "BinariesNotFound",
+    "CertificateAuthority",
+    "ControlPlane",
+    "ControlPlaneStatistics",
+    "EnvtestError",
+    "KeyPair",
+    "RequestError",
+    "Response",
+    "SigningKeyPair",
+    "StartError",
+    "find_binaries",
+    "generate_rsa_keypair",
+    "load_crds",
+]

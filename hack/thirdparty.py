@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Locate the third-party CRDs the tests install, in the Go module cache, at run time.
+
+Upstream kubeflow/trainer copies these CRDs into its repository (``manifests/external-crds``); we do not:
+they are read from the pinned module versions (``hack/versions.env``; ``hack/tools/crds/go.mod`` records the
+same modules) with ``go mod download -json <module>@<version>``, which downloads a module into the cache
+only if it is not there yet and prints its directory. The CRDs:
+
+- JobSet ``jobset.x-k8s.io/v1alpha2`` from ``sigs.k8s.io/jobset``;
+- the scheduler-plugins PodGroup ``scheduling.x-k8s.io/v1alpha1`` from ``sigs.k8s.io/scheduler-plugins``
+  (the PodGroup file only; the ElasticQuota CRD beside it is not installed);
+- the Volcano PodGroup ``scheduling.volcano.sh/v1beta1`` from ``volcano.sh/volcano`` (v1.10.0: the newest
+  release the Go module proxy serves).
+
+Use as a module (``crd_paths()``, or one function per CRD) or as a script, which prints one path a line::
+
+    python hack/thirdparty.py
+
+Without Go, or when the proxy cannot be reached, it fails with :class:`ThirdPartyError` (a one-line message
+from the script, not a stack trace).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HACK = Path(__file__).resolve().parent
+VERSIONS_FILE = HACK / "versions.env"
+
+
+class ThirdPartyError(Exception):
+    """Go is missing, the module cannot be downloaded, or the expected file is not in it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThirdPartyCRD:
+    """Where one CRD lives in a Go module: the module, its version variable and candidate paths in it."""
+
+    name: str
+    module: str
+    version_key: str
+    paths: tuple[str, ...]  # tried in order; the first one present wins
+
+
+JOBSET = ThirdPartyCRD(
+    name="jobsets.jobset.x-k8s.io",
+    module="sigs.k8s.io/jobset",
+    version_key="JOBSET_VERSION",
+    paths=("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",),
+)
+SCHEDULER_PLUGINS_PODGROUP = ThirdPartyCRD(
+    name="podgroups.scheduling.x-k8s.io",
+    module="sigs.k8s.io/scheduler-plugins",
+    version_key="SCHEDULER_PLUGINS_VERSION",
+    # The controller-gen output holds the PodGroup alone; the coscheduling manifest is the copy upstream
+    # trainer uses, kept as a fallback for versions that lack the first.
+    paths=("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml", "manifests/coscheduling/crd.yaml"),
+)
+VOLCANO_PODGROUP = ThirdPartyCRD(
+    name="podgroups.scheduling.volcano.sh",
+    module="volcano.sh/volcano",
+    version_key="VOLCANO_VERSION",
+    paths=("config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml",),
+)
+ALL = (JOBSET, SCHEDULER_PLUGINS_PODGROUP, VOLCANO_PODGROUP)
+
+
+def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    """Parse ``KEY=value`` lines (``#`` comments, blank lines and trailing comments allowed)."""
+    versions: dict[str, str] = {}
+    for raw in path.read_text().splitlines():
+        key, sep, value = raw.split("#", 1)[0].strip().partition("=")
+        if sep and key.strip():
+            versions[key.strip()] = value.strip().strip("'\"")
+    return versions
+
+
+def module_dir(module: str, version: str) -> Path:
+    """The directory of ``module@version`` in the Go module cache, downloading it first if needed."""
+    go = shutil.which("go")
+    if go is None:
+        raise ThirdPartyError(
+            "Go is not installed: the third-party CRDs are read from the Go module cache "
+            "(install go >= 1.26; see docs/development.md)"
+        )
+    env = dict(os.environ, GOWORK="off")
+    try:
+        # Outside any module, so no go.mod or go.sum is consulted or touched.
+        done = subprocess.run(
+            [go, "mod", "download", "-json", f"{module}@{version}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+            cwd=tempfile.gettempdir(),
+            env=env,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ThirdPartyError(f"`go mod download {module}@{version}` could not run: {exc}") from exc
+    try:
+        info = json.loads(done.stdout) if done.stdout.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ThirdPartyError(f"`go mod download -json {module}@{version}` printed no JSON") from exc
+    if done.returncode != 0 or info.get("Error") or not info.get("Dir"):
+        detail = info.get("Error") or done.stderr.strip() or f"exit status {done.returncode}"
+        raise ThirdPartyError(
+            f"cannot download {module}@{version} (is the Go module proxy reachable? "
+            f"see `go env GOPROXY`): {detail}"
+        )
+    return Path(info["Dir"])
+
+
+def crd_path(crd: ThirdPartyCRD, versions: dict[str, str] | None = None) -> Path:
+    """The file holding ``crd`` in its pinned module version."""
+    pinned = read_versions() if versions is None else versions
+    if crd.version_key not in pinned:
+        raise ThirdPartyError(f"{crd.version_key} is not set in {VERSIONS_FILE}")
+    directory = module_dir(crd.module, pinned[crd.version_key])
+    for relative in crd.paths:
+        if (directory / relative).is_file():
+            return directory / relative
+    raise ThirdPartyError(f"{crd.module}@{pinned[crd.version_key]} has none of {list(crd.paths)}")
+
+
+def jobset_crd() -> Path:
+    return crd_path(JOBSET)
+
+
+def scheduler_plugins_podgroup_crd() -> Path:
+    return crd_path(SCHEDULER_PLUGINS_PODGROUP)
+
+
+def volcano_podgroup_crd() -> Path:
+    return crd_path(VOLCANO_PODGROUP)
+
+
+def crd_paths() -> list[Path]:
+    """Every third-party CRD file the tests install, in a fixed order."""
+    versions = read_versions()
+    return [crd_path(crd, versions) for crd in ALL]
+
+
+def main() -> int:
+    try:
+        paths = crd_paths()
+    except ThirdPartyError as exc:
+        print(f"thirdparty: error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Fixtures for the integration tier: one real etcd + kube-apiserver per test session (Tier 1).
+
+- ``control_plane`` (session): a started :class:`controller.envtest.ControlPlane` with the third-party CRDs
+  (JobSet, scheduler-plugins and Volcano PodGroups, read from the Go module cache by ``hack/thirdparty.py``)
+  and every ``config/crd/*.yaml`` of this project installed. Builds the binaries first if they are missing
+  (``hack/build-binaries.sh``; a cold build takes about half an hour). Without Go (needed for the build and
+  for the third-party CRDs) the tests that use it are skipped, with the reason. Stopped at session end;
+  if the run is interrupted, the exit hooks of ``controller.envtest.process`` stop it.
+- ``envtest_binaries`` (session): the etcd and kube-apiserver paths, for tests that start planes of their
+  own (skips if they are missing and Go is not there to build them).
+- ``control_plane_without_watch_cache`` (session, started on first use): a bare plane with
+  ``--watch-cache=false``, where ``compact_etcd()`` makes watches from older resourceVersions get 410.
+- ``kubeconfig`` (session): the admin kubeconfig path. Nothing global is set: tests pass it on.
+- ``namespace`` (function): a fresh namespace per test, deleted afterwards. Tier 1 runs no namespace
+  controller, so a deleted namespace stays Terminating; names are unique, so that is harmless.
+- ``eventually`` (function): bounded polling, ``eventually(fn, timeout=10.0, interval=0.1)`` calls ``fn``
+  until it stops raising AssertionError (or the ``retry_on`` exception types) and returns its result; on
+  timeout the last such exception propagates.
+
+Every test under ``test/integration`` is marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import pytest
+
+from controller.envtest import Binaries, BinariesNotFound, ControlPlane, find_binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees every collected item of the session, not only ours.
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.integration)
+
+
+def _thirdparty() -> ModuleType:
+    """hack/thirdparty.py, imported by path (hack/ is scripts, not a package)."""
+    name = "_hack_thirdparty"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "thirdparty.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is created
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build_binaries(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("integration: building control-plane binaries (a cold build takes ~30 min)")
+    done = subprocess.run(
+        ["bash", str(ROOT / "hack" / "build-binaries.sh")], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"hack/build-binaries.sh failed:\n{done.stderr[-4000:]}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def envtest_binaries(request: pytest.FixtureRequest) -> Binaries:
+    try:
+        return find_binaries()
+    except BinariesNotFound:
+        pass  # build them below
+    if shutil.which("go") is None:
+        pytest.skip(
+            "integration tests need Go >= 1.26 on PATH to build etcd and kube-apiserver "
+            "(or $TEST_ASSET_ETCD and $TEST_ASSET_KUBE_APISERVER; see docs/development.md)"
+        )
+    _build_binaries(request.config)
+    return find_binaries()
+
+
+@pytest.fixture(scope="session")
+def crd_sources() -> list[Path]:
+    """The third-party CRD files (from the Go module cache) and this project's ``config/crd/*.yaml``."""
+    thirdparty = _thirdparty()
+    try:
+        paths: list[Path] = list(thirdparty.crd_paths())
+    except thirdparty.ThirdPartyError as exc:
+        pytest.skip(f"third-party CRDs unavailable: {exc}")
+    return paths + sorted((ROOT / "config" / "crd").glob("*.yaml"))
+
+
+@pytest.fixture(scope="session")
+def control_plane(envtest_binaries: Binaries, crd_sources: list[Path]) -> Iterator[ControlPlane]:
+    with ControlPlane(envtest_binaries) as plane:
+        plane.install_crds(crd_sources)
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def control_plane_without_watch_cache(envtest_binaries: Binaries) -> Iterator[ControlPlane]:
+    """A second plane, started only if a test asks for it, whose watches and lists all go to etcd.
+
+    With the watch cache off, ``compact_etcd()`` makes every older resourceVersion answer 410 Gone, for
+    watches too: what a reflector meets when it falls behind compaction. No CRDs are installed.
+    """
+    with ControlPlane(envtest_binaries, apiserver_flags={"watch-cache": "false"}) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: ControlPlane) -> Path:
+    return control_plane.kubeconfig
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
+    name = f"{slug or 'test'}-{secrets.token_hex(3)}"
+    created = control_plane.admin_request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    assert created.status == 201, created.body
+    yield name
+    deleted = control_plane.admin_request("DELETE", f"/api/v1/namespaces/{name}")
+    assert deleted.status in (200, 202, 404), deleted.body
+
+
+def _eventually(
+    fn: Callable[[], T],
+    timeout: float = 10.0,
+    interval: float = 0.1,
+    retry_on: tuple[type[BaseException], ...] = (AssertionError,),
+) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except retry_on:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(interval)
+
+
+@pytest.fixture
+def eventually() -> Callable[..., Any]:
+    return _eventually
