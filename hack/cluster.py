@@ -1,0 +1,1287 @@
+"""The Tier 2 local cluster: a real Kubernetes control plane on fake (kwok) nodes, with JobSet on the host.
+
+Usage: ``python hack/cluster.py up|down|env|demo`` (``make cluster-up``, ``make cluster-down``,
+``make cluster-env``, ``make demo``). ``test/e2e/conftest.py`` imports this module and calls :func:`up` and
+:func:`down` itself.
+
+What ``up`` starts, every listener on 127.0.0.1:
+
+- ``kwokctl create cluster --runtime binary`` with the binaries ``hack/build-binaries.sh`` built: etcd,
+  kube-apiserver, kube-controller-manager (Jobs create Pods, the garbage collector deletes dependants),
+  kube-scheduler and kwok-controller, all host processes under ``$KWOK_WORKDIR/clusters/<name>``.
+  ``$KWOK_WORKDIR`` is ``<cache>/kwok`` with ``<cache>`` as in build-binaries.sh.
+- N Node objects (default 4) that kwok-controller keeps Ready: InternalIP 127.0.0.1, 32 cpu, 256Gi, 110
+  pods and 8 ``nvidia.com/gpu`` each, no taints.
+- The Stages in ``hack/kwok/stages/``, which replace kwok's defaults: a scheduled pod turns Running after
+  the start delay and, if a Job owns it, Succeeded after the run time; a pod labelled
+  ``pod-container-running-failed.stage.kwok.x-k8s.io`` turns Failed instead. Both delays have a global
+  default (``--pod-start-delay``, ``--pod-run-time``) and a per-pod annotation (see the stage files and
+  docs/development.md).
+- The JobSet CRD and webhook manifests, read from the Go module cache (``hack/thirdparty.py``), and the
+  JobSet controller (the ``jobset`` binary) as a host process: no leader election, metrics off, health
+  probe and webhook server on free loopback ports, serving certificate from a throwaway CA
+  (``controller.envtest.certs``), and URL-based webhook configurations pointing at it. The pod webhooks
+  get the ``jobset.sigs.k8s.io/jobset-name Exists`` object selector that JobSet's kustomize patches add,
+  so pods that are not JobSet's never depend on the JobSet process.
+
+Go origin: none as code. The recipe is kwokctl's binary runtime (kwok ``pkg/kwokctl/runtime/binary``) plus
+JobSet's minimal install (``config/components/{crd,webhook}``) rewired for a controller outside the
+cluster; docs/development.md describes it for users.
+
+Guarantees:
+
+- No downloads: every binary is a local path, and before each start ``kwokctl --dry-run`` must list no
+  ``http(s)`` source (:func:`check_no_downloads`).
+- ``up`` is idempotent: a healthy cluster of that name is reused; a stale or broken one is removed first.
+  A failed ``up`` copies the component logs to ``<cache>/kwok/failed/<name>/``, names the log tails in its
+  error, and tears down what it started.
+- ``down`` is idempotent and leaves no process behind: it stops JobSet, runs ``kwokctl delete cluster``,
+  then terminates any process whose command line still names the cluster's directories, and removes them.
+- State (pids, ports, kubeconfig path) is written to ``<cache>/kwok/trainer/<name>/state.json``, so ``down``,
+  ``env`` and ``demo`` work from any process.
+- Errors a user can act on (binaries missing, a component that died, a timeout) raise :class:`ClusterError`
+  with the relevant log tail; the command line prints them without a traceback.
+
+Deliberately missing: containers (images are never pulled, commands never run; pod status is whatever the
+stages write), kube-proxy, CNI, cluster DNS, Services that route, metrics-server, container logs, and
+JobSet's metrics endpoint. Leader election for JobSet is off: there is exactly one replica. Linux only for
+the leftover-process sweep (it reads ``/proc``); elsewhere ``down`` relies on kwokctl and the JobSet pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import dataclasses
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from controller.envtest.certs import CertificateAuthority
+
+REPO = Path(__file__).resolve().parent.parent
+
+BUILD_SCRIPT = REPO / "hack" / "build-binaries.sh"
+KWOK_DIR = REPO / "hack" / "kwok"
+STAGES_DIR = KWOK_DIR / "stages"
+
+DEFAULT_NAME = "trainer-e2e"
+"""The cluster ``make cluster-up``/``make demo`` manage. The e2e fixture uses its own name."""
+
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_CRD = f"jobsets.{JOBSET_GROUP}"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+FAIL_LABEL = "pod-container-running-failed.stage.kwok.x-k8s.io"
+"""Label that makes a pod fail (pod-fail stage); annotations ``FAIL_LABEL + "/exit-code"`` etc. tune it."""
+RUN_TIME_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+START_DELAY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
+NODE_NAME_PREFIX = "kwok-node-"
+
+# Stage name → the ClusterOptions field whose value becomes its default delay.
+_STAGE_DELAY_OPTION = {
+    "pod-ready": "pod_start_delay",
+    "pod-complete": "pod_run_time",
+    "pod-fail": "pod_run_time",
+}
+_HAVE_PROC = Path("/proc/self").exists()
+_PORT_RACE = re.compile(r"address already in use|bind: address|failed to listen", re.IGNORECASE)
+
+
+class ClusterError(Exception):
+    """Something the user can act on went wrong; the message says what and where the logs are."""
+
+
+# ------------------------------------------------------------------------------------------------ locations
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``."""
+    env = os.environ if environ is None else environ
+    if env.get("TRAINER_CACHE_DIR"):
+        return Path(env["TRAINER_CACHE_DIR"])
+    xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "kubeflow-trainer-py"
+
+
+def kwok_workdir() -> Path:
+    """``$KWOK_WORKDIR`` for every kwokctl call: kwokctl keeps clusters in ``<this>/clusters/<name>``."""
+    return cache_dir() / "kwok"
+
+
+def cluster_dir(name: str) -> Path:
+    """kwokctl's directory for cluster ``name``: pids/, logs/, pki/, etcd/, kubeconfig.yaml, kwok.yaml."""
+    return kwok_workdir() / "clusters" / name
+
+
+def own_dir(name: str) -> Path:
+    """Our directory for cluster ``name``: state.json, rendered configuration, JobSet config, certs, log."""
+    return kwok_workdir() / "trainer" / name
+
+
+def state_path(name: str) -> Path:
+    return own_dir(name) / "state.json"
+
+
+# ------------------------------------------------------------------------------------------------- binaries
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binaries:
+    """Every executable the cluster runs, from ``hack/build-binaries.sh --print``."""
+
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kubectl: Path
+    etcd: Path
+    kwok: Path
+    kwokctl: Path
+    jobset: Path
+
+    def missing(self) -> list[Path]:
+        return [p for p in dataclasses.astuple(self) if not (p.is_file() and os.access(p, os.X_OK))]
+
+
+def binary_dirs() -> dict[str, Path]:
+    """The bin directories build-binaries.sh uses: ``KUBERNETES_BIN``, ``ETCD_BIN``, ``KWOK_BIN``, ..."""
+    out = _run(["bash", str(BUILD_SCRIPT), "--print"], what="hack/build-binaries.sh --print")
+    dirs = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            dirs[key.strip()] = Path(value.strip())
+    return dirs
+
+
+def locate_binaries() -> Binaries:
+    """The binaries of this checkout's pinned versions; raise ClusterError naming any that are missing."""
+    d = binary_dirs()
+    try:
+        k8s, etcd, kwok, jobset = d["KUBERNETES_BIN"], d["ETCD_BIN"], d["KWOK_BIN"], d["JOBSET_BIN"]
+    except KeyError as exc:
+        raise ClusterError(f"hack/build-binaries.sh --print did not name {exc.args[0]}") from exc
+    binaries = Binaries(
+        kube_apiserver=k8s / "kube-apiserver",
+        kube_controller_manager=k8s / "kube-controller-manager",
+        kube_scheduler=k8s / "kube-scheduler",
+        kubectl=k8s / "kubectl",
+        etcd=etcd / "etcd",
+        kwok=kwok / "kwok",
+        kwokctl=kwok / "kwokctl",
+        jobset=jobset / "jobset",
+    )
+    missing = binaries.missing()
+    if missing:
+        listed = "\n  ".join(str(p) for p in missing)
+        raise ClusterError(
+            f"control-plane binaries are missing:\n  {listed}\n"
+            "build them with `make binaries` (or `bash hack/build-binaries.sh`; about 10 minutes cold, "
+            "needs Go >= 1.26 and the Go module proxy; see docs/development.md)"
+        )
+    return binaries
+
+
+def build_binaries() -> Binaries:
+    """Run hack/build-binaries.sh (builds only what is missing) and return the binaries."""
+    if shutil.which("go") is None:
+        raise ClusterError(
+            "Go is not installed: the Tier 2 binaries are built from Go modules (docs/development.md)"
+        )
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ClusterError(f"hack/build-binaries.sh failed:\n{_tail(result.stderr, 30)}")
+    return locate_binaries()
+
+
+def _thirdparty() -> ModuleType:
+    """hack/thirdparty.py, imported by path (hack/ holds scripts, not a package); one copy per process."""
+    name = "_hack_thirdparty"  # the name test/integration/conftest.py uses too
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, REPO / "hack" / "thirdparty.py")
+        if spec is None or spec.loader is None:
+            raise ClusterError(f"cannot import {REPO / 'hack' / 'thirdparty.py'}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is created
+        spec.loader.exec_module(module)
+    return module
+
+
+def versions() -> dict[str, str]:
+    """The pinned versions in hack/versions.env (``KUBERNETES_VERSION``, ``ETCD_VERSION``, ...)."""
+    thirdparty = _thirdparty()
+    return dict(thirdparty.read_versions())
+
+
+def jobset_manifests() -> tuple[Path, Path]:
+    """(the JobSet module's directory in the Go module cache, its CRD file), via hack/thirdparty.py."""
+    thirdparty = _thirdparty()
+    try:
+        crd = thirdparty.jobset_crd()
+        module = thirdparty.module_dir(thirdparty.JOBSET.module, versions()[thirdparty.JOBSET.version_key])
+    except thirdparty.ThirdPartyError as exc:
+        raise ClusterError(f"cannot read the JobSet manifests from the Go module cache: {exc}") from exc
+    return module, crd
+
+
+# ---------------------------------------------------------------------------------------- options and state
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterOptions:
+    """What ``up`` builds. Durations are seconds."""
+
+    name: str = DEFAULT_NAME
+    nodes: int = 4
+    node_cpu: str = "32"
+    node_memory: str = "256Gi"
+    node_pods: str = "110"
+    node_gpus: str = "8"
+    pod_start_delay: float = 1.0
+    """Pending → Running, unless its annotation ``pod-ready.stage.kwok.x-k8s.io/delay`` says otherwise."""
+    pod_run_time: float = 2.0
+    """Running → Succeeded (or Failed), unless the pod's stage annotation says otherwise."""
+    timeout: float = 180.0
+    """Upper bound for each wait during ``up`` (the control plane, nodes, CRD, JobSet)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterState:
+    """What ``up`` started; written to :func:`state_path` as JSON."""
+
+    name: str
+    kubeconfig: str
+    server: str
+    cluster_dir: str
+    own_dir: str
+    nodes: tuple[str, ...]
+    jobset_pid: int
+    jobset_binary: str
+    jobset_health_port: int
+    jobset_webhook_port: int
+    jobset_log: str
+    kubectl: str
+    started_at: float
+    """Unix time at which ``up`` finished."""
+    start_seconds: float
+    """How long ``up`` took, from the first kwokctl call to JobSet's webhooks admitting requests."""
+
+    def write(self) -> None:
+        path = Path(self.own_dir) / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, name: str) -> ClusterState | None:
+        path = state_path(name)
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"cannot read {path}: {exc}; remove it or run `hack/cluster.py down`") from exc
+        known = {f.name for f in dataclasses.fields(cls)}
+        fields = {k: v for k, v in raw.items() if k in known}
+        fields["nodes"] = tuple(fields.get("nodes", ()))
+        try:
+            return cls(**fields)
+        except TypeError as exc:
+            raise ClusterError(
+                f"{path} is from another version of this script; run `hack/cluster.py down`"
+            ) from exc
+
+    def kubectl_runner(self) -> Kubectl:
+        return Kubectl(Path(self.kubectl), Path(self.kubeconfig))
+
+
+# ------------------------------------------------------------------------------------------------ processes
+
+
+def _say(message: str) -> None:
+    print(f"cluster: {message}", file=sys.stderr, flush=True)
+
+
+def _tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _tail_file(path: Path, lines: int = 20) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            return _tail(f.read().decode("utf-8", "replace"), lines)
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def _run(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120.0,
+    check: bool = True,
+) -> str:
+    """Run a command to completion; return stdout; raise ClusterError with its stderr tail on failure."""
+    try:
+        result = subprocess.run(
+            [str(a) for a in argv],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=None if env is None else dict(env),
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise ClusterError(f"{what}: {exc.filename} not found") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"{what}: no answer within {timeout:.0f} s") from exc
+    if check and result.returncode != 0:
+        raise ClusterError(
+            f"{what} failed (exit {result.returncode}):\n{_tail(result.stderr or result.stdout)}"
+        )
+    return result.stdout
+
+
+def _pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone; our own zombie children are reaped here)."""
+    if pid <= 0:
+        return False
+    with contextlib.suppress(ChildProcessError):
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        if reaped == pid:
+            return False
+    if _HAVE_PROC:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return False
+        return state != "Z"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _names_directory(argv: Sequence[str], directory: Path) -> bool:
+    """True if an argument is ``directory`` or a path inside it (``.../trainer-e2e-pytest`` is not in
+    ``.../trainer-e2e``)."""
+    inside, exact = f"{directory}{os.sep}", str(directory)
+    return any(inside in arg or arg == exact or arg.endswith(f"={exact}") for arg in argv)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def _terminate(pids: Sequence[int], *, grace: float = 10.0) -> None:
+    """SIGTERM each pid, wait up to ``grace`` seconds, then SIGKILL what is left."""
+    live = [p for p in pids if _pid_alive(p)]
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        time.sleep(0.1)
+        live = [p for p in live if _pid_alive(p)]
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while live and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = [p for p in live if _pid_alive(p)]
+
+
+def processes_using(*directories: Path) -> list[int]:
+    """Pids of processes (other than this one) whose command line names one of ``directories``.
+
+    Every process of a cluster has such an argument: kwokctl starts each component with its data,
+    certificate and log paths inside the cluster directory, and JobSet gets its config file from
+    :func:`own_dir`. Reads ``/proc``; returns nothing where there is none.
+    """
+    if not _HAVE_PROC:
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        argv = _cmdline(int(entry.name))
+        if any(_names_directory(argv, d) for d in directories):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (callers retry when they lose the race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.25,
+    explain: Callable[[], str] | None = None,
+) -> None:
+    """Call ``check`` until it returns True; after ``timeout`` seconds raise ClusterError.
+
+    ``explain`` is called only then, for text to add to the error (a log tail, say).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return
+        if time.monotonic() > deadline:
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+# -------------------------------------------------------------------------------------------------- kubectl
+
+
+@dataclass(frozen=True, slots=True)
+class Kubectl:
+    """Our kubectl against one kubeconfig."""
+
+    binary: Path
+    kubeconfig: Path
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, timeout: float = 60.0, check: bool = True
+    ) -> str:
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args]
+        return _run(argv, what=f"kubectl {' '.join(args[:3])}", stdin=stdin, timeout=timeout, check=check)
+
+    def ok(self, *args: str, timeout: float = 15.0) -> bool:
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args]
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return False
+        return result.returncode == 0
+
+    def get_json(self, *args: str) -> dict[str, Any]:
+        return dict(json.loads(self("get", *args, "-o", "json")))
+
+    def apply(
+        self, objects: Sequence[Mapping[str, Any]] | Path, *, field_manager: str = "trainer-e2e"
+    ) -> None:
+        """Server-side apply (the JobSet CRD is too large for a client-side apply annotation)."""
+        args = ["apply", "--server-side", "--force-conflicts", f"--field-manager={field_manager}"]
+        if isinstance(objects, Path):
+            self(*args, "-f", str(objects))
+        else:
+            self(
+                *args,
+                "-f",
+                "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+            )
+
+
+# --------------------------------------------------------------------------------------- kwok configuration
+
+
+def _parse_duration(text: str) -> float:
+    """Seconds from ``"2s"``, ``"500ms"``, ``"1m"``, ``"1h"`` or a bare number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
+    return float(m.group(1)) * scale
+
+
+def kwokctl_configuration(binaries: Binaries) -> dict[str, Any]:
+    """hack/kwok/kwokctl.yaml with this machine's binary paths and the pinned versions filled in."""
+    config = yaml.safe_load((KWOK_DIR / "kwokctl.yaml").read_text())
+    v = versions()
+    config["options"].update(
+        kubeVersion=v["KUBERNETES_VERSION"],
+        etcdVersion=v["ETCD_VERSION"].removeprefix("v"),
+        kubeApiserverBinary=str(binaries.kube_apiserver),
+        kubeControllerManagerBinary=str(binaries.kube_controller_manager),
+        kubeSchedulerBinary=str(binaries.kube_scheduler),
+        kubectlBinary=str(binaries.kubectl),
+        etcdBinary=str(binaries.etcd),
+        kwokControllerBinary=str(binaries.kwok),
+    )
+    return dict(config)
+
+
+def stages(options: ClusterOptions) -> list[dict[str, Any]]:
+    """The Stage objects from hack/kwok/stages/, with the global pod delays of ``options`` applied."""
+    out = []
+    for path in sorted(STAGES_DIR.glob("*.yaml")):
+        for stage in yaml.safe_load_all(path.read_text()):
+            if not stage:
+                continue
+            option = _STAGE_DELAY_OPTION.get(stage["metadata"]["name"])
+            if option is not None:
+                stage["spec"].setdefault("delay", {})["durationMilliseconds"] = round(
+                    getattr(options, option) * 1000
+                )
+            out.append(stage)
+    if not out:
+        raise ClusterError(f"no Stage files in {STAGES_DIR}")
+    return out
+
+
+class _BlockStrings(yaml.SafeDumper):
+    """Dump multi-line strings (stage templates) as literal blocks, so the rendered file stays readable."""
+
+
+def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockStrings.add_representer(str, _block_str)
+
+
+def _write_yaml(path: Path, documents: Sequence[Mapping[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.dump_all(documents, Dumper=_BlockStrings, sort_keys=False))
+    return path
+
+
+def _kwokctl_env() -> dict[str, str]:
+    """The environment for kwokctl: ours, minus any KWOK_* setting that would override the config file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KWOK_")}
+    env["KWOK_WORKDIR"] = str(kwok_workdir())
+    return env
+
+
+def _kwokctl_create_args(binaries: Binaries, name: str, configs: Sequence[Path]) -> list[str]:
+    args = [str(binaries.kwokctl), "create", "cluster", f"--name={name}", "--kubeconfig="]
+    for c in configs:
+        args += ["--config", str(c)]
+    return args
+
+
+def check_no_downloads(binaries: Binaries, name: str, configs: Sequence[Path]) -> None:
+    """Raise ClusterError if ``kwokctl --dry-run create cluster`` would fetch anything from the network."""
+    argv = _kwokctl_create_args(binaries, name, configs)
+    out = _run([argv[0], "--dry-run", *argv[1:]], what="kwokctl --dry-run create cluster", env=_kwokctl_env())
+    sources = re.findall(r"^# Download (\S+) to ", out, flags=re.MULTILINE)
+    remote = [s for s in sources if "://" in s]
+    if remote or not sources:
+        raise ClusterError(
+            "kwokctl would download instead of using the local binaries:\n  "
+            + ("\n  ".join(remote) if remote else "(dry run listed no binaries at all)")
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- nodes
+
+
+def node_manifests(options: ClusterOptions) -> list[dict[str, Any]]:
+    """N Node objects for kwok to manage: loopback address, room for tests, GPUs, no taints."""
+    resources = {
+        "cpu": options.node_cpu,
+        "memory": options.node_memory,
+        "pods": options.node_pods,
+        "nvidia.com/gpu": options.node_gpus,
+    }
+    nodes = []
+    for i in range(options.nodes):
+        name = f"{NODE_NAME_PREFIX}{i}"
+        nodes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "type": "kwok",
+                    },
+                    # Marks the node as fake for people and tools; kwok-controller manages all nodes anyway.
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                },
+                "spec": {"podCIDR": f"10.244.{i}.0/24", "podCIDRs": [f"10.244.{i}.0/24"]},
+                "status": {
+                    "addresses": [
+                        {"type": "InternalIP", "address": "127.0.0.1"},
+                        {"type": "Hostname", "address": name},
+                    ],
+                    "allocatable": resources,
+                    "capacity": resources,
+                },
+            }
+        )
+    return nodes
+
+
+def _crd_established(kubectl: Kubectl, name: str) -> bool:
+    # Not `kubectl wait`: it errors out instead of waiting while the CRD has no conditions yet.
+    try:
+        crd = kubectl.get_json(f"crd/{name}")
+    except ClusterError:
+        return False
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def _nodes_ready(kubectl: Kubectl, names: Sequence[str]) -> bool:
+    try:
+        listed = kubectl.get_json("nodes")
+    except ClusterError:
+        return False
+    ready = {
+        n["metadata"]["name"]
+        for n in listed.get("items", [])
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in n.get("status", {}).get("conditions", [])
+        )
+    }
+    return set(names) <= ready
+
+
+# --------------------------------------------------------------------------------------------------- JobSet
+
+
+def jobset_webhook_configurations(module_dir: Path, *, port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """JobSet's webhook configurations, rewired to a URL on 127.0.0.1.
+
+    Read from ``config/components/webhook/`` in the module: the configurations and each webhook's path and
+    rules from ``manifests.yaml``, object selectors from the kustomize patches (``patches/*.yaml``). Names
+    get kustomize's ``jobset-`` prefix, as in a release install. A pod webhook that no patch gives a
+    selector still gets ``jobset.sigs.k8s.io/jobset-name Exists``.
+    """
+    webhook_dir = module_dir / "config" / "components" / "webhook"
+    manifests = [d for d in yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text()) if d]
+    selectors: dict[str, Any] = {}
+    for patch_file in sorted((webhook_dir / "patches").glob("*.yaml")):
+        for op in yaml.safe_load(patch_file.read_text()) or []:
+            value = op.get("value") if isinstance(op, dict) else None
+            if isinstance(value, dict) and value.get("name") and value.get("objectSelector"):
+                selectors[value["name"]] = value["objectSelector"]
+    default_pod_selector = {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]}
+    bundle = base64.b64encode(ca_bundle).decode()
+    out = []
+    for doc in manifests:
+        if doc.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        webhooks = []
+        for original in doc.get("webhooks", []):
+            path = original["clientConfig"]["service"]["path"]
+            hook = {
+                **original,
+                "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle},
+            }
+            if hook["name"] in selectors:
+                hook["objectSelector"] = selectors[hook["name"]]
+            elif any("pods" in rule.get("resources", []) for rule in hook.get("rules", [])):
+                hook["objectSelector"] = default_pod_selector
+            hook.setdefault("timeoutSeconds", 10)
+            webhooks.append(hook)
+        out.append(
+            {
+                "apiVersion": doc["apiVersion"],
+                "kind": doc["kind"],
+                "metadata": {"name": f"jobset-{doc['metadata']['name']}"},
+                "webhooks": webhooks,
+            }
+        )
+    if not out:
+        raise ClusterError(f"no webhook configurations in {webhook_dir / 'manifests.yaml'}")
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _JobSetProcess:
+    pid: int
+    health_port: int
+    webhook_port: int
+    ca_pem: bytes
+    log: Path
+
+
+def _jobset_ready(health_port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _start_jobset(binaries: Binaries, kubeconfig: Path, directory: Path, timeout: float) -> _JobSetProcess:
+    """Start the JobSet controller on the host and wait for its /readyz; retry when a port was taken."""
+    jobset_dir = directory / "jobset"
+    cert_dir = jobset_dir / "certs"
+    ca = CertificateAuthority.new("trainer-e2e-jobset-webhook-ca")
+    ca_path = jobset_dir / "ca.crt"
+    ca.issue_serving(["127.0.0.1", "localhost"]).write(cert_dir, "tls.crt", "tls.key")
+    ca_path.write_bytes(ca.cert_pem)
+    log = jobset_dir / "jobset.log"
+    for attempt in range(1, 4):
+        health, webhook = free_port(), free_port()
+        config = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(cert_dir)},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+            "metrics": {"bindAddress": "0"},
+        }
+        config_path = _write_yaml(jobset_dir / "config.yaml", [config])
+        argv = [
+            str(binaries.jobset),
+            f"--kubeconfig={kubeconfig}",
+            f"--config={config_path}",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{health}",
+        ]
+        with log.open("ab") as out:
+            out.write(f"\n--- start attempt {attempt}: {' '.join(argv)}\n".encode())
+            out.flush()
+            # A session of its own: the controller outlives `hack/cluster.py up`, and a Ctrl-C in the
+            # terminal that ran `up` does not reach it (`down` stops it).
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline and not _jobset_ready(health):
+            time.sleep(0.2)
+        if proc.poll() is None and _jobset_ready(health):
+            return _JobSetProcess(
+                pid=proc.pid, health_port=health, webhook_port=webhook, ca_pem=ca.cert_pem, log=log
+            )
+        if proc.poll() is None:
+            _terminate([proc.pid])
+            raise ClusterError(f"JobSet was not ready within {timeout:.0f} s; {log}:\n{_tail_file(log)}")
+        tail = _tail_file(log)
+        if not _PORT_RACE.search(tail):
+            raise ClusterError(f"JobSet exited with code {proc.returncode}; {log}:\n{tail}")
+        _say(f"JobSet lost a port race (attempt {attempt}); retrying with new ports")
+    raise ClusterError(f"JobSet could not bind its ports in 3 attempts; {log}:\n{_tail_file(log)}")
+
+
+_PROBE_JOBSET = {
+    "apiVersion": f"{JOBSET_GROUP}/v1alpha2",
+    "kind": "JobSet",
+    "metadata": {"name": "webhook-probe", "namespace": "default"},
+    "spec": {
+        "replicatedJobs": [
+            {
+                "name": "probe",
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {"containers": [{"name": "c", "image": "registry.invalid/none"}]}
+                        }
+                    }
+                },
+            }
+        ]
+    },
+}
+
+
+def _webhooks_serving(kubectl: Kubectl) -> bool:
+    """True once kube-apiserver calls JobSet's mutating webhook: a server-side dry run is defaulted."""
+    argv = [
+        str(kubectl.binary),
+        f"--kubeconfig={kubectl.kubeconfig}",
+        "create",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        "-",
+    ]
+    result = subprocess.run(
+        argv, input=json.dumps(_PROBE_JOBSET), capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        return False
+    spec = json.loads(result.stdout).get("spec", {})
+    return bool(spec.get("successPolicy", {}).get("operator"))
+
+
+# ------------------------------------------------------------------------------------------ up / down / env
+
+
+def _component_pids(name: str) -> dict[str, int]:
+    pids = {}
+    for pid_file in sorted((cluster_dir(name) / "pids").glob("*.pid")):
+        with contextlib.suppress(OSError, ValueError):
+            pids[pid_file.stem] = int(pid_file.read_text().strip())
+    return pids
+
+
+def _component_log_tails(name: str, components: Sequence[str] = (), lines: int = 10) -> str:
+    """The last lines of each component's log (of ``components`` only, if given)."""
+    parts = []
+    for log in sorted((cluster_dir(name) / "logs").glob("*.log")):
+        if not components or log.stem in components:
+            parts.append(f"--- {log}\n{_tail_file(log, lines)}")
+    return "\n".join(parts)
+
+
+def _dead_components(name: str) -> list[str]:
+    return [c for c, pid in _component_pids(name).items() if not _pid_alive(pid)]
+
+
+def _keep_failure_logs(name: str) -> Path:
+    target = kwok_workdir() / "failed" / name
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True, exist_ok=True)
+    for source in (cluster_dir(name) / "logs", own_dir(name) / "jobset"):
+        if source.is_dir():
+            for log in source.glob("*.log"):
+                shutil.copy2(log, target / log.name)
+    return target
+
+
+def is_healthy(state: ClusterState) -> bool:
+    """All components and JobSet are running and the API server is ready."""
+    if _dead_components(state.name) or not _pid_alive(state.jobset_pid):
+        return False
+    if not _jobset_ready(state.jobset_health_port):
+        return False
+    return state.kubectl_runner().ok("get", "--raw=/readyz")
+
+
+def _create_kwok_cluster(binaries: Binaries, options: ClusterOptions, configs: Sequence[Path]) -> None:
+    """``kwokctl create cluster``, retried after a port race; ClusterError with the log tails on failure."""
+    for attempt in range(1, 4):
+        argv = [*_kwokctl_create_args(binaries, options.name, configs), f"--timeout={int(options.timeout)}s"]
+        result = subprocess.run(argv, env=_kwokctl_env(), capture_output=True, text=True, check=False)
+        dead = _dead_components(options.name)
+        if result.returncode == 0 and not dead:
+            return
+        logs = _component_log_tails(options.name, dead)  # the dead ones' logs, or all if none died
+        detail = _kwokctl_errors(result.stderr) + ("\n" + logs if logs else "")
+        _run_kwokctl_delete(binaries, options.name)
+        if attempt < 3 and _PORT_RACE.search(detail):
+            _say(f"a component lost a port race (attempt {attempt}); recreating the cluster")
+            continue
+        what = f"components exited: {', '.join(dead)}" if dead else f"exit {result.returncode}"
+        raise ClusterError(f"kwokctl create cluster failed ({what}):\n{detail}")
+
+
+def _kwokctl_errors(stderr: str) -> str:
+    """kwokctl logs JSON lines; keep the error ones as ``message: error`` (other output as it is)."""
+    out = []
+    for line in stderr.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(record, dict) and record.get("level") == "ERROR":
+            out.append(f"{record.get('msg', '')}: {record.get('err', '')}".strip())
+    return _tail("\n".join(dict.fromkeys(out)))  # kwokctl repeats the final error; keep each once
+
+
+def _run_kwokctl_delete(binaries: Binaries | None, name: str) -> None:
+    if binaries is None or not binaries.kwokctl.is_file() or not cluster_dir(name).is_dir():
+        return
+    # --kubeconfig names the file to remove the cluster's context from; the default is ~/.kube/config and
+    # an empty value is an error, so name the cluster's own kubeconfig, which the delete removes anyway.
+    argv = [
+        str(binaries.kwokctl),
+        "delete",
+        "cluster",
+        f"--name={name}",
+        f"--kubeconfig={cluster_dir(name) / 'kubeconfig.yaml'}",
+    ]
+    try:
+        result = subprocess.run(
+            argv, env=_kwokctl_env(), capture_output=True, text=True, check=False, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        _say("kwokctl delete cluster hung; killing the remaining processes")
+        return
+    if result.returncode != 0:
+        _say(f"kwokctl delete cluster failed; killing the remaining processes:\n{_tail(result.stderr, 5)}")
+
+
+def up(options: ClusterOptions | None = None, *, binaries: Binaries | None = None) -> ClusterState:
+    """Bring the cluster up (or reuse a healthy one of the same name) and return its state."""
+    options = options or ClusterOptions()
+    existing = ClusterState.read(options.name)
+    if existing is not None and is_healthy(existing):
+        _say(f"cluster {options.name!r} is already up")
+        return existing
+    binaries = binaries or locate_binaries()
+    if existing is not None or cluster_dir(options.name).exists() or own_dir(options.name).exists():
+        _say(f"removing the stale cluster {options.name!r} first")
+        down(options.name, binaries=binaries)
+    started = time.monotonic()
+    try:
+        return _up(options, binaries, started)
+    except BaseException as exc:
+        if isinstance(exc, ClusterError):
+            kept = _keep_failure_logs(options.name)
+            exc.args = (f"{exc.args[0]}\n(logs kept in {kept})",)
+        _say(f"bring-up of {options.name!r} failed; tearing down what was started")
+        down(options.name, binaries=binaries)
+        raise
+
+
+def _up(options: ClusterOptions, binaries: Binaries, started: float) -> ClusterState:
+    name = options.name
+    directory = own_dir(name)
+    directory.mkdir(parents=True, exist_ok=True)
+    configs = [
+        _write_yaml(directory / "kwokctl.yaml", [kwokctl_configuration(binaries)]),
+        _write_yaml(directory / "stages.yaml", stages(options)),
+    ]
+    check_no_downloads(binaries, name, configs)
+    module_dir, crd = jobset_manifests()  # fail before starting anything if the manifests are unreadable
+
+    _say(f"starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller ({name})")
+    _create_kwok_cluster(binaries, options, configs)
+    kubeconfig = cluster_dir(name) / "kubeconfig.yaml"
+    kubectl = Kubectl(binaries.kubectl, kubeconfig)
+    wait_for(
+        lambda: kubectl.ok("get", "--raw=/readyz"),
+        timeout=options.timeout,
+        what="kube-apiserver /readyz",
+        explain=lambda: _component_log_tails(name),
+    )
+
+    _say(f"creating {options.nodes} kwok nodes and installing the JobSet CRD")
+    nodes = node_manifests(options)
+    node_names = [n["metadata"]["name"] for n in nodes]
+    kubectl.apply(nodes)
+    kubectl.apply(crd)
+    wait_for(
+        lambda: _nodes_ready(kubectl, node_names),
+        timeout=options.timeout,
+        what="kwok nodes Ready",
+        explain=lambda: _tail_file(cluster_dir(name) / "logs" / "kwok-controller.log"),
+    )
+    wait_for(
+        lambda: _crd_established(kubectl, JOBSET_CRD),
+        timeout=options.timeout,
+        what=f"{JOBSET_CRD} Established",
+    )
+
+    _say("starting the JobSet controller on the host")
+    jobset = _start_jobset(binaries, kubeconfig, directory, options.timeout)
+    kubectl.apply(
+        jobset_webhook_configurations(module_dir, port=jobset.webhook_port, ca_bundle=jobset.ca_pem)
+    )
+    wait_for(
+        lambda: _webhooks_serving(kubectl),
+        timeout=options.timeout,
+        what="JobSet webhooks to admit requests",
+        explain=lambda: _tail_file(jobset.log),
+    )
+    dead = _dead_components(name)
+    if dead:
+        raise ClusterError(
+            f"components exited during start-up: {', '.join(dead)}\n{_component_log_tails(name, dead)}"
+        )
+
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    state = ClusterState(
+        name=name,
+        kubeconfig=str(kubeconfig),
+        server=server,
+        cluster_dir=str(cluster_dir(name)),
+        own_dir=str(directory),
+        nodes=tuple(node_names),
+        jobset_pid=jobset.pid,
+        jobset_binary=str(binaries.jobset),
+        jobset_health_port=jobset.health_port,
+        jobset_webhook_port=jobset.webhook_port,
+        jobset_log=str(jobset.log),
+        kubectl=str(binaries.kubectl),
+        started_at=time.time(),
+        start_seconds=round(time.monotonic() - started, 1),
+    )
+    state.write()
+    _say(f"cluster {name!r} is up in {state.start_seconds:.1f} s; KUBECONFIG={kubeconfig}")
+    return state
+
+
+def _is_our_jobset(state: ClusterState) -> bool:
+    """The recorded pid is still JobSet's: alive and naming our directory (pids get reused)."""
+    if not _pid_alive(state.jobset_pid):
+        return False
+    return not _HAVE_PROC or _names_directory(_cmdline(state.jobset_pid), Path(state.own_dir))
+
+
+def down(name: str = DEFAULT_NAME, *, binaries: Binaries | None = None) -> None:
+    """Stop JobSet and every component of cluster ``name`` and remove its directories; idempotent."""
+    state = None
+    with contextlib.suppress(ClusterError):
+        state = ClusterState.read(name)
+    if state is not None and _is_our_jobset(state):
+        _terminate([state.jobset_pid])
+    if binaries is None:
+        with contextlib.suppress(ClusterError):
+            binaries = locate_binaries()
+    _run_kwokctl_delete(binaries, name)
+    if _HAVE_PROC:
+        leftovers = processes_using(cluster_dir(name), own_dir(name))
+    else:
+        leftovers = [pid for pid in _component_pids(name).values() if _pid_alive(pid)]
+    _terminate(leftovers)
+    shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    shutil.rmtree(own_dir(name), ignore_errors=True)
+
+
+def env_lines(name: str = DEFAULT_NAME) -> list[str]:
+    """The shell lines that point tools and test/e2e at the running cluster ``name``."""
+    state = ClusterState.read(name)
+    if state is None:
+        raise ClusterError(f"cluster {name!r} is not up; start it with `make cluster-up`")
+    return [f"export KUBECONFIG={state.kubeconfig}", "export E2E_CLUSTER=kwok"]
+
+
+# ----------------------------------------------------------------------------------------------------- demo
+
+
+def demo_jobset(name: str, namespace: str) -> dict[str, Any]:
+    """A small JobSet: one launcher pod and two workers with a GPU each, as a TrainJob's JobSet looks."""
+
+    def replicated_job(job: str, replicas: int, pods: int, resources: dict[str, str]) -> dict[str, Any]:
+        return {
+            "name": job,
+            "replicas": replicas,
+            "template": {
+                "spec": {
+                    "parallelism": pods,
+                    "completions": pods,
+                    "backoffLimit": 0,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    # Never pulled: kwok nodes run no containers.
+                                    "image": "registry.invalid/trainer-demo:latest",
+                                    "resources": {"requests": resources, "limits": resources},
+                                }
+                            ]
+                        }
+                    },
+                }
+            },
+        }
+
+    return {
+        "apiVersion": f"{JOBSET_GROUP}/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicatedJobs": [
+                replicated_job("launcher", 1, 1, {"cpu": "1", "memory": "1Gi"}),
+                replicated_job("workers", 2, 1, {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}),
+            ]
+        },
+    }
+
+
+def _jobset_condition(jobset: Mapping[str, Any]) -> str | None:
+    for condition in jobset.get("status", {}).get("conditions", []):
+        if condition.get("status") == "True" and condition.get("type") in ("Completed", "Failed"):
+            return str(condition["type"])
+    return None
+
+
+def demo(name: str = DEFAULT_NAME) -> None:
+    """Bring the cluster up if needed, show it healthy, run a sample JobSet to completion; leave it up."""
+    state = up(ClusterOptions(name=name))
+    kubectl = state.kubectl_runner()
+    print(f"\n== Tier 2 cluster {name!r} (API server {state.server}; up in {state.start_seconds:.1f} s)")
+    print(kubectl("get", "nodes", "-o", "wide").rstrip())
+
+    print("\n== Health")
+    readyz = kubectl("get", "--raw=/readyz?verbose")
+    print(f"kube-apiserver   {readyz.strip().splitlines()[-1]} ({readyz.count('[+]')} checks passed)")
+    leases = {
+        lease["metadata"]["name"]: lease["spec"].get("holderIdentity", "")
+        for lease in kubectl.get_json("leases", "-n", "kube-system").get("items", [])
+    }
+    for component, pid in _component_pids(name).items():
+        holder = leases.get(component)
+        leader = f"; leader lease held by {holder.split('_')[0]}" if holder else ""
+        print(f"{component:<24} pid {pid:<7} {'running' if _pid_alive(pid) else 'DEAD'}{leader}")
+    ready = "ready" if _jobset_ready(state.jobset_health_port) else "NOT READY"
+    print(
+        f"{'jobset-controller':<24} pid {state.jobset_pid:<7} {ready}; "
+        f"webhooks at https://127.0.0.1:{state.jobset_webhook_port}"
+    )
+
+    namespace, jobset_name = "demo", "hello-jobset"
+    print(f"\n== Running JobSet {namespace}/{jobset_name} (launcher + 2 GPU workers)")
+    kubectl("create", "namespace", namespace, check=False)
+    kubectl("delete", "jobset", jobset_name, "-n", namespace, "--ignore-not-found", "--wait=true")
+    wait_for(
+        lambda: kubectl.ok("get", "serviceaccount", "default", "-n", namespace),
+        timeout=60,
+        what=f"the default ServiceAccount in {namespace}",
+    )
+    started = time.monotonic()
+    kubectl.apply([demo_jobset(jobset_name, namespace)], field_manager="trainer-demo")
+    outcome: dict[str, str | None] = {"condition": None}
+
+    def finished() -> bool:
+        outcome["condition"] = _jobset_condition(kubectl.get_json("jobset", jobset_name, "-n", namespace))
+        return outcome["condition"] is not None
+
+    wait_for(finished, timeout=120, what=f"JobSet {jobset_name} to finish", interval=0.5)
+    elapsed = time.monotonic() - started
+    print(
+        kubectl(
+            "get", "jobs,pods", "-n", namespace, "-o", "wide", f"-l={JOBSET_NAME_LABEL}={jobset_name}"
+        ).rstrip()
+    )
+    print(f"\nJobSet {jobset_name}: {outcome['condition']} in {elapsed:.1f} s")
+    print("\nThe cluster keeps running. Use it with:")
+    for line in env_lines(name):
+        print(f"  {line}")
+    print("Stop it with:  make cluster-down")
+    if outcome["condition"] != "Completed":
+        raise ClusterError(f"the demo JobSet ended {outcome['condition']}, not Completed")
+
+
+# --------------------------------------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hack/cluster.py",
+        description="The Tier 2 local cluster: kwokctl (binary runtime) and JobSet on 127.0.0.1.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    defaults = ClusterOptions()
+    up_cmd = sub.add_parser("up", help="start the cluster (reuse it if it is already up and healthy)")
+    up_cmd.add_argument("--nodes", type=int, default=defaults.nodes, help="kwok nodes (default %(default)s)")
+    up_cmd.add_argument(
+        "--pod-start-delay",
+        type=_parse_duration,
+        default=defaults.pod_start_delay,
+        help="Pending → Running for every pod without its own annotation (default 1s)",
+    )
+    up_cmd.add_argument(
+        "--pod-run-time",
+        type=_parse_duration,
+        default=defaults.pod_run_time,
+        help="Running → Succeeded/Failed for every Job pod without its own annotation (default 2s)",
+    )
+    up_cmd.add_argument(
+        "--timeout",
+        type=_parse_duration,
+        default=defaults.timeout,
+        help="upper bound for each start-up wait (default 180s)",
+    )
+    sub.add_parser("down", help="stop everything and remove the cluster's directories (idempotent)")
+    sub.add_parser("env", help="print the shell exports for KUBECONFIG and E2E_CLUSTER")
+    sub.add_parser(
+        "demo", help="up, show health, run a sample JobSet to completion, leave the cluster running"
+    )
+    for command in sub.choices.values():
+        command.add_argument("--name", default=DEFAULT_NAME, help="cluster name (default %(default)s)")
+    return parser
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # keep stdout in step with the progress lines on stderr
+    # `make` and CI stop jobs with SIGTERM: unwind through the same clean-up path as Ctrl-C.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        if args.command == "up":
+            state = up(
+                ClusterOptions(
+                    name=args.name,
+                    nodes=args.nodes,
+                    pod_start_delay=args.pod_start_delay,
+                    pod_run_time=args.pod_run_time,
+                    timeout=args.timeout,
+                )
+            )
+            print(f"export KUBECONFIG={state.kubeconfig}")
+        elif args.command == "down":
+            down(args.name)
+            _say(f"cluster {args.name!r} is down")
+        elif args.command == "env":
+            print("\n".join(env_lines(args.name)))
+        elif args.command == "demo":
+            demo(args.name)
+    except ClusterError as exc:
+        print(f"cluster: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("cluster: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = [
+    "DEFAULT_NAME",
+    "FAIL_LABEL",
+    "JOBSET_NAME_LABEL",
+    "RUN_TIME_ANNOTATION",
+    "START_DELAY_ANNOTATION",
+    "Binaries",
+    "ClusterError",
+    "ClusterOptions",
+    "ClusterState",
+    "Kubectl",
+    "build_binaries",
+    "cache_dir",
+    "check_no_downloads",
+    "demo",
+    "down",
+    "env_lines",
+    "is_healthy",
+    "locate_binaries",
+    "up",
+    "wait_for",
+]
