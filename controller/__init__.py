@@ -1,1 +1,48 @@
-"""controller: see docs/architecture.md (map to be written)."""
+"""controller: a level-triggered port of client-go and controller-runtime, and the loop that runs Trainer.
+
+Read top-down, as controller-runtime's ``doc.go``:
+
+Managers (:mod:`controller.manager`)
+    own every long-running piece. Start order: metrics and health servers → caches → wait for cache sync
+    (2 min) → leader election (:mod:`controller.leaderelection`, Lease, monotonic clock) → controllers.
+    Stop runs in reverse; losing the lease stops reconciling at once and ends :meth:`Manager.run` with
+    ``LeaderElectionLost`` so the process exits non-zero.
+
+Controllers (:mod:`controller.controller`, wired by :mod:`controller.builder`)
+    turn informer events into :class:`controller.reconcile.Request` keys on a work queue and run
+    ``max_concurrent_reconciles`` workers. Never two workers on one key; an exception requeues with per-key
+    exponential backoff; :class:`controller.reconcile.TerminalError` is counted and not retried;
+    ``Result(requeue_after=...)`` requeues later; success forgets the backoff.
+
+Reconcilers (:mod:`controller.reconcile`)
+    are level-based: a request carries only namespace/name, and the reconciler reads the current state from
+    the cache. Event handlers (:mod:`controller.handler`) and predicates (:mod:`controller.predicate`) decide
+    which keys to enqueue.
+
+Caches (:mod:`controller.cache`, :mod:`controller.informers`, :mod:`controller.indexers`)
+    hold one shared informer per kind: a reflector lists and watches with client-go's resourceVersion
+    rules, a thread-safe indexed store keeps read-only objects with managedFields stripped, and field
+    indexes answer ``list(kind, index=(name, value))`` per namespace or cluster-wide.
+
+Work queues (:mod:`controller.workqueue`)
+    are client-go's fair, stingy queues with delaying and rate-limiting layers, and controller-runtime's
+    priority queue, where initial-list events yield to real changes.
+
+Clients (:mod:`controller.client`, :mod:`controller.transport`, :mod:`controller.errors`,
+:mod:`controller.flowcontrol`)
+    speak raw JSON to the API server: get, list, watch, create, update, patch, server-side apply, status,
+    delete, discovery; a token bucket (50 QPS, burst 100) and one mapping of API failures to exceptions.
+    Only :mod:`controller.transport` touches the official ``kubernetes`` package.
+
+Logging and metrics (:mod:`controller.logging`, :mod:`controller.metrics`, :mod:`controller.events`,
+:mod:`controller.healthz`)
+    structlog configured by the entry point only; controller-runtime's Prometheus names, labels and
+    buckets; core/v1 Events; ``/healthz`` and ``/readyz``.
+
+Testing (:mod:`controller.clock`, :mod:`controller.envtest`, :mod:`controller.informers.testing`)
+    an injectable clock with a fake for tests, an etcd + kube-apiserver control plane for integration
+    tests, and a fake ListerWatcher.
+
+The generic machinery never imports :mod:`runtime`; import-linter enforces it (``pyproject.toml``).
+See ``docs/architecture.md`` for the contracts between these modules.
+"""

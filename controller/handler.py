@@ -1,0 +1,431 @@
+"""Events, and the handlers that turn them into reconcile requests on a controller's queue.
+
+Go origin: controller-runtime ``pkg/event`` (the four event kinds), ``pkg/handler``
+(``EnqueueRequestForObject``, ``EnqueueRequestForOwner``, ``EnqueueRequestsFromMapFunc``, ``Funcs``,
+``WithLowPriorityWhenUnchanged``) and
+``pkg/internal/source/event_handler.go`` (:class:`InformerEventAdapter`, the bridge from an informer's
+``on_add``/``on_update``/``on_delete`` callbacks to predicates and a handler).
+
+Guarantees:
+
+- A handler only adds :class:`~controller.reconcile.Request` keys to the queue; it never reconciles, never
+  blocks on the API server and never mutates the objects it is given (they are the cache's, shared).
+- Requests are deduplicated per event (an update whose old and new objects map to the same request adds it
+  once); the queue deduplicates across events.
+- **Low priority when unchanged.** When the queue is a priority queue (it has ``add_with_opts``), a create
+  event from the informer's initial list and an update whose old and new ``resourceVersion`` are equal (a
+  relist or resync) add their requests with :data:`LOW_PRIORITY`, so on a cold start real changes overtake
+  the replay of every existing object. The three handlers here do this themselves (upstream relies on the
+  builder's ``WithLowPriorityWhenUnchanged`` wrapper for the owner handler); wrap a handler of your own with
+  :func:`with_low_priority_when_unchanged` to get the same. Deletes and generic events use the default
+  priority.
+- :class:`InformerEventAdapter` unwraps a ``DeletedFinalStateUnknown`` tombstone into a :class:`DeleteEvent`
+  with ``delete_state_unknown=True`` (the object is the last state the cache knew), runs the predicates of
+  the event's kind in order (all must pass), then calls the handler. It runs on the informer's delivery
+  thread and holds no lock while predicates and handlers run.
+
+Deliberately missing: typed (generic) events and requests, ``EnqueueRequestForOwner``'s REST-mapper lookup
+of the owner's scope (the caller says whether the owner kind is namespaced), and ``context`` arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from controller.informers.store import DeletedFinalStateUnknown
+from controller.reconcile import Request
+from controller.workqueue.priority import LOW_PRIORITY
+
+if TYPE_CHECKING:
+    from controller.predicate import Predicate
+
+__all__ = [
+    "LOW_PRIORITY",
+    "CreateEvent",
+    "DeleteEvent",
+    "EnqueueRequestForObject",
+    "EnqueueRequestForOwner",
+    "EnqueueRequestsFromMapFunc",
+    "EventHandler",
+    "Funcs",
+    "GenericEvent",
+    "GroupKind",
+    "InformerEventAdapter",
+    "MapFunc",
+    "PriorityRequestQueue",
+    "RequestQueue",
+    "UpdateEvent",
+    "with_low_priority_when_unchanged",
+]
+
+_log = structlog.get_logger("controller.handler")
+
+Object = dict[str, Any]
+
+# --- events (pkg/event) -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateEvent:
+    """An object appeared in the cache; ``is_in_initial_list`` when it came from the informer's first list."""
+
+    object: Object
+    is_in_initial_list: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateEvent:
+    """An object changed, or was replayed by a relist or resync (then both resourceVersions are equal)."""
+
+    object_old: Object
+    object_new: Object
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteEvent:
+    """An object left the cache; ``delete_state_unknown`` when the delete was missed and seen on relist."""
+
+    object: Object
+    delete_state_unknown: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenericEvent:
+    """An event from outside the API server (a channel source, a timer) about an object."""
+
+    object: Object
+
+
+# --- queues as handlers see them --------------------------------------------------------------------------
+
+
+class RequestQueue(Protocol):
+    """The part of a controller's queue a handler uses."""
+
+    def add(self, item: Request) -> None: ...
+
+
+class PriorityRequestQueue(RequestQueue, Protocol):
+    """A queue with priorities (``controller.workqueue``'s priority queue)."""
+
+    def add_with_opts(
+        self, item: Request, *, priority: int = 0, after: float = 0.0, rate_limited: bool = False
+    ) -> None: ...
+
+
+class EventHandler(Protocol):
+    """Turns one event into zero or more requests on ``queue``. Must not block and must not mutate objects."""
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None: ...
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None: ...
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None: ...
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None: ...
+
+
+def _is_priority_queue(queue: RequestQueue) -> bool:
+    return getattr(queue, "add_with_opts", None) is not None
+
+
+def _resource_version(obj: Object) -> str | None:
+    meta = obj.get("metadata")
+    return meta.get("resourceVersion") if meta else None
+
+
+def _unchanged(event: UpdateEvent) -> bool:
+    return _resource_version(event.object_old) == _resource_version(event.object_new)
+
+
+def _adder(queue: RequestQueue, low_priority: bool) -> Callable[[Request], None]:
+    """``queue.add``, or an add at :data:`LOW_PRIORITY` when asked for and the queue has priorities."""
+    if low_priority and _is_priority_queue(queue):
+        add_with_opts = queue.add_with_opts  # type: ignore[attr-defined]
+        return lambda request: add_with_opts(request, priority=LOW_PRIORITY)
+    return queue.add
+
+
+def _request_for(obj: Object) -> Request | None:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        return None
+    return Request(meta.get("namespace") or "", name)
+
+
+# --- EnqueueRequestForObject ------------------------------------------------------------------------------
+
+
+class EnqueueRequestForObject:
+    """Enqueues the object itself: the handler behind ``ControllerBuilder.for_``."""
+
+    __slots__ = ()
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        request = _request_for(event.object)
+        if request is None:
+            _log.error("handler.object_without_name", event_kind="create")
+            return
+        _adder(queue, event.is_in_initial_list)(request)
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        # Upstream enqueues the new object, or the old one if the new one has no name.
+        request = _request_for(event.object_new) or _request_for(event.object_old)
+        if request is None:
+            _log.error("handler.object_without_name", event_kind="update")
+            return
+        _adder(queue, _unchanged(event))(request)
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        request = _request_for(event.object)
+        if request is None:
+            _log.error("handler.object_without_name", event_kind="delete")
+            return
+        queue.add(request)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        request = _request_for(event.object)
+        if request is None:
+            _log.error("handler.object_without_name", event_kind="generic")
+            return
+        queue.add(request)
+
+    def __repr__(self) -> str:
+        return "EnqueueRequestForObject()"
+
+
+# --- EnqueueRequestForOwner -------------------------------------------------------------------------------
+
+
+class GroupKind(Protocol):
+    """Anything with ``group`` and ``kind`` (a ``GroupVersionKind`` will do; its version is ignored)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+def _group_of(api_version: str) -> str:
+    group, _, version = api_version.rpartition("/")
+    return group if version else api_version  # "v1" is the core group ""
+
+
+class EnqueueRequestForOwner:
+    """Enqueues the owner(s) of the object, matched on the owner reference's group and kind only.
+
+    With ``only_controller`` (the default, and what ``ControllerBuilder.owns`` uses) only the owner reference
+    with ``controller: true`` counts. An update enqueues the owners of both the old and the new object, so a
+    child that changes owner wakes both. ``owner_namespaced=False`` for cluster-scoped owner kinds: their
+    requests then carry namespace ``""``; otherwise the owner is taken to live in the child's namespace.
+    """
+
+    __slots__ = ("_group", "_kind", "_namespaced", "_only_controller")
+
+    def __init__(
+        self, owner: GroupKind, *, only_controller: bool = True, owner_namespaced: bool = True
+    ) -> None:
+        self._group = owner.group
+        self._kind = owner.kind
+        self._only_controller = only_controller
+        self._namespaced = owner_namespaced
+
+    def _owners(self, obj: Object, into: dict[Request, None]) -> None:
+        meta = obj.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or ():
+            if self._only_controller and not ref.get("controller"):
+                continue
+            if ref.get("kind") != self._kind or _group_of(ref.get("apiVersion", "")) != self._group:
+                continue
+            namespace = (meta.get("namespace") or "") if self._namespaced else ""
+            into[Request(namespace, ref["name"])] = None
+
+    def _enqueue(self, objs: Sequence[Object], add: Callable[[Request], None]) -> None:
+        requests: dict[Request, None] = {}  # ordered, deduplicated
+        for obj in objs:
+            self._owners(obj, requests)
+        for request in requests:
+            add(request)
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), _adder(queue, event.is_in_initial_list))
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object_old, event.object_new), _adder(queue, _unchanged(event)))
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), queue.add)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), queue.add)
+
+    def __repr__(self) -> str:
+        return (
+            f"EnqueueRequestForOwner(group={self._group!r}, kind={self._kind!r}, "
+            f"only_controller={self._only_controller})"
+        )
+
+
+# --- EnqueueRequestsFromMapFunc ---------------------------------------------------------------------------
+
+MapFunc = Callable[[Object], Iterable[Request]]
+"""Maps an object to the requests it should wake. Runs on the informer's thread: read the cache only."""
+
+
+class EnqueueRequestsFromMapFunc:
+    """Enqueues whatever a function maps the object to; an update maps both old and new objects."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: MapFunc) -> None:
+        self._fn = fn
+
+    def _enqueue(self, objs: Sequence[Object], add: Callable[[Request], None]) -> None:
+        requests: dict[Request, None] = {}
+        for obj in objs:
+            for request in self._fn(obj):
+                requests[request] = None
+        for request in requests:
+            add(request)
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), _adder(queue, event.is_in_initial_list))
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object_old, event.object_new), _adder(queue, _unchanged(event)))
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), queue.add)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), queue.add)
+
+    def __repr__(self) -> str:
+        return f"EnqueueRequestsFromMapFunc({getattr(self._fn, '__qualname__', self._fn)!r})"
+
+
+# --- Funcs and WithLowPriorityWhenUnchanged ---------------------------------------------------------------
+
+
+class _DefaultPriorityQueue:
+    """A priority queue whose plain adds carry a fixed priority (``workqueueWithDefaultPriority``)."""
+
+    __slots__ = ("_priority", "_queue")
+
+    def __init__(self, queue: PriorityRequestQueue, priority: int) -> None:
+        self._queue = queue
+        self._priority = priority
+
+    def add(self, item: Request) -> None:
+        self._queue.add_with_opts(item, priority=self._priority)
+
+    def add_with_opts(
+        self, item: Request, *, priority: int | None = None, after: float = 0.0, rate_limited: bool = False
+    ) -> None:
+        self._queue.add_with_opts(
+            item,
+            priority=self._priority if priority is None else priority,
+            after=after,
+            rate_limited=rate_limited,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Funcs:
+    """An :class:`EventHandler` from optional functions; a missing function ignores its event kind.
+
+    Like upstream's ``TypedFuncs``, create events from the initial list and unchanged updates see a queue
+    whose plain ``add`` uses :data:`LOW_PRIORITY` when the queue has priorities.
+    """
+
+    create_fn: Callable[[CreateEvent, RequestQueue], None] | None = None
+    update_fn: Callable[[UpdateEvent, RequestQueue], None] | None = None
+    delete_fn: Callable[[DeleteEvent, RequestQueue], None] | None = None
+    generic_fn: Callable[[GenericEvent, RequestQueue], None] | None = None
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        if self.create_fn is None:
+            return
+        if event.is_in_initial_list and _is_priority_queue(queue):
+            queue = _DefaultPriorityQueue(queue, LOW_PRIORITY)  # type: ignore[arg-type]
+        self.create_fn(event, queue)
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        if self.update_fn is None:
+            return
+        if _unchanged(event) and _is_priority_queue(queue):
+            queue = _DefaultPriorityQueue(queue, LOW_PRIORITY)  # type: ignore[arg-type]
+        self.update_fn(event, queue)
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        if self.delete_fn is not None:
+            self.delete_fn(event, queue)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        if self.generic_fn is not None:
+            self.generic_fn(event, queue)
+
+
+def with_low_priority_when_unchanged(handler: EventHandler) -> EventHandler:
+    """Wraps ``handler``: its adds for initial-list creates and unchanged updates use :data:`LOW_PRIORITY`."""
+    return Funcs(
+        create_fn=handler.create,
+        update_fn=handler.update,
+        delete_fn=handler.delete,
+        generic_fn=handler.generic,
+    )
+
+
+# --- the informer bridge (pkg/internal/source/event_handler.go) -------------------------------------------
+
+
+class InformerEventAdapter:
+    """An informer event handler that feeds one controller: predicates, then the handler, into the queue.
+
+    Register it with ``informer.add_event_handler(adapter)``.
+    """
+
+    __slots__ = ("_handler", "_predicates", "_queue")
+
+    def __init__(
+        self, handler: EventHandler, queue: RequestQueue, predicates: Sequence[Predicate] = ()
+    ) -> None:
+        self._handler = handler
+        self._queue = queue
+        self._predicates = tuple(predicates)
+
+    def on_add(self, obj: Object, is_in_initial_list: bool) -> None:
+        event = CreateEvent(object=obj, is_in_initial_list=is_in_initial_list)
+        for predicate in self._predicates:
+            if not predicate.create(event):
+                return
+        self._handler.create(event, self._queue)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        event = UpdateEvent(object_old=old, object_new=new)
+        for predicate in self._predicates:
+            if not predicate.update(event):
+                return
+        self._handler.update(event, self._queue)
+
+    def on_delete(self, obj: Any) -> None:
+        if isinstance(obj, DeletedFinalStateUnknown):
+            if not isinstance(obj.obj, dict):
+                _log.error("handler.unexpected_tombstone_object", key=obj.key, type=type(obj.obj).__name__)
+                return
+            event = DeleteEvent(object=obj.obj, delete_state_unknown=True)
+        else:
+            event = DeleteEvent(object=obj)
+        for predicate in self._predicates:
+            if not predicate.delete(event):
+                return
+        self._handler.delete(event, self._queue)
+
+    def __repr__(self) -> str:
+        return f"InformerEventAdapter({self._handler!r}, predicates={len(self._predicates)})"

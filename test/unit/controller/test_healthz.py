@@ -1,0 +1,155 @@
+"""Health endpoints: controller-runtime pkg/healthz/healthz_test.go, as behaviour, over real HTTP on
+127.0.0.1 with an ephemeral port."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+from controller.healthz import PING, Checker, Handler, LoopbackServer, Response, parse_bind_address
+
+
+def failing(reason: str) -> Checker:
+    def check() -> None:
+        raise RuntimeError(reason)
+
+    return check
+
+
+def serve(handlers: Mapping[str, Handler]) -> Callable[..., Response]:
+    """The manager's routing: /healthz and /readyz with sub-paths."""
+
+    def app(path: str, query: Mapping[str, list[str]], headers: Mapping[str, str]) -> Response:
+        for prefix, handler in handlers.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return handler.serve(path[len(prefix) :], query)
+        return Response(status=404, body=b"404 page not found\n")
+
+    return app
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    checks = {"ping": PING, "informers": failing("informers not synced"), "webhook": PING}
+    srv = LoopbackServer(
+        "health-probe",
+        ("127.0.0.1", 0),
+        serve(
+            {"/healthz": Handler({"ping": PING}, kind="healthz"), "/readyz": Handler(checks, kind="readyz")}
+        ),
+    )
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def get(srv: LoopbackServer, path: str) -> tuple[int, str]:
+    host, port = srv.address
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_all_checks_passing_answers_ok(server: LoopbackServer) -> None:
+    # "should return healthy if all checks succeed"
+    assert get(server, "/healthz") == (200, "ok")
+
+
+def test_a_failing_check_answers_500_with_the_reason_withheld(server: LoopbackServer) -> None:
+    # "should return unhealthy if at least one check fails"
+    status, body = get(server, "/readyz")
+    assert status == 500
+    assert body == "[-]informers failed: reason withheld\n[+]ping ok\n[+]webhook ok\nreadyz check failed\n"
+
+
+def test_verbose_lists_every_check_in_name_order(server: LoopbackServer) -> None:
+    # "should show the status of all checks in verbose mode"
+    assert get(server, "/healthz?verbose") == (200, "[+]ping ok\nhealthz check passed\n")
+
+
+def test_excluded_checks_are_skipped_and_unknown_excludes_reported(server: LoopbackServer) -> None:
+    # "should not include excluded checks"
+    status, body = get(server, "/readyz?exclude=informers&exclude=nope&verbose")
+    assert status == 200
+    assert body == (
+        "[+]informers excluded: ok\n"
+        "[+]ping ok\n"
+        "[+]webhook ok\n"
+        'warn: some health checks cannot be excluded: no matches for "nope"\n'
+        "readyz check passed\n"
+    )
+
+
+def test_each_check_has_its_own_sub_path_with_the_reason(server: LoopbackServer) -> None:
+    # "should be able to serve individual checks"
+    assert get(server, "/readyz/webhook") == (200, "ok")
+    assert get(server, "/readyz/informers") == (500, "internal server error: informers not synced\n")
+    assert get(server, "/readyz/missing")[0] == 404
+
+
+def test_no_checks_means_an_implicit_ping() -> None:
+    # "should return healthy if there are no checks"
+    handler = Handler({})
+    assert handler.serve("", {}) == Response(status=200, body=b"ok")
+    assert handler.serve("/ping", {}).status == 200
+    assert handler.serve("", {"verbose": [""]}).body == b"[+]ping ok\nhealthz check passed\n"
+
+
+def test_other_methods_are_refused(server: LoopbackServer) -> None:
+    host, port = server.address
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    conn.request("POST", "/healthz", body=b"x")
+    assert conn.getresponse().status == 405
+    conn.close()
+
+
+def test_responses_leave_in_one_segment_with_nodelay(server: LoopbackServer) -> None:
+    # No Nagle stall: status line, headers and body arrive together, and the connection then closes.
+    host, port = server.address
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = sock.recv(65536)
+        rest = b""
+        while chunk := sock.recv(65536):
+            rest += chunk
+    assert first.startswith(b"HTTP/1.0 200") and first.endswith(b"\r\n\r\nok")
+    assert rest == b""
+
+
+def test_server_threads_are_named_and_joined_on_stop() -> None:
+    import threading
+
+    srv = LoopbackServer("probe", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
+    srv.start()
+    assert get(srv, "/healthz") == (200, "ok")
+    assert any(t.name == "probe/serve" for t in threading.enumerate())
+    srv.stop()
+    assert not any(t.name.startswith("probe/") for t in threading.enumerate())
+    srv.stop()  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("address", "parsed"),
+    [
+        ("127.0.0.1:8081", ("127.0.0.1", 8081)),
+        ("localhost:0", ("localhost", 0)),
+        ("[::1]:8080", ("::1", 8080)),
+        ("0", None),
+        ("", None),
+    ],
+)
+def test_bind_addresses_parse(address: str, parsed: tuple[str, int] | None) -> None:
+    assert parse_bind_address(address) == parsed
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8081", ":8081", "10.0.0.1:80", "127.0.0.1", "host:x"])
+def test_non_loopback_or_malformed_addresses_are_refused(address: str) -> None:
+    with pytest.raises(ValueError):
+        parse_bind_address(address)
