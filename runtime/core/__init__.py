@@ -1,0 +1,48 @@
+"""runtime.core: the runtime kinds, the runtime snapshot, the build order of a reconcile, and TrainJob status.
+
+Go origin: kubeflow/trainer `pkg/runtime/core` and the status half of `pkg/controller/trainjob_controller.go`.
+
+Module map:
+- `runtime.core.runtime`: `RuntimeRegistry` (keyed `<Kind>.<group>`; `new_objects`, `validate`,
+  `next_status`, `watches`), `Runtime`, the two `RuntimeKind`s.
+- `runtime.core.snapshot`: the `<trainjob>-runtime-snapshot` ConfigMap (build, read, check).
+- `runtime.core.status`: `set_condition` (meta.SetStatusCondition), the Suspended condition, the deadline.
+- `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError` (permanent),
+  `RuntimeNotFoundError`, `SnapshotError`.
+"""
+
+from __future__ import annotations
+
+from runtime.core.errors import (
+    InvalidTrainJobError,
+    PermanentError,
+    RuntimeNotFoundError,
+    SnapshotError,
+    UnsupportedRuntimeError,
+)
+from runtime.core.runtime import (
+    CLUSTER_TRAINING_RUNTIME,
+    TRAINING_RUNTIME,
+    Runtime,
+    RuntimeKind,
+    RuntimeRegistry,
+    StatusUpdate,
+    registry_key,
+    trainjob_field_errors,
+)
+
+__all__ = [
+    "CLUSTER_TRAINING_RUNTIME",
+    "TRAINING_RUNTIME",
+    "InvalidTrainJobError",
+    "PermanentError",
+    "Runtime",
+    "RuntimeKind",
+    "RuntimeNotFoundError",
+    "RuntimeRegistry",
+    "SnapshotError",
+    "StatusUpdate",
+    "UnsupportedRuntimeError",
+    "registry_key",
+    "trainjob_field_errors",
+]

@@ -1,0 +1,58 @@
+"""The errors of the core runtimes, named by what the controller should do with them.
+
+Go origin: the `errors.New`/`fmt.Errorf` values of kubeflow/trainer `pkg/runtime/core` and
+`pkg/controller/trainjob_controller.go` (`unsupported runtime: <key>`), with their exact texts.
+
+Guarantees:
+- `PermanentError`s cannot go away by retrying: the fields they depend on are immutable. The controller
+  records them (event, condition) and does not requeue.
+- Every other error here may clear up (a runtime created later, a snapshot fixed by hand): requeue with
+  backoff, as upstream does.
+
+Deliberately missing: error codes; the messages are the compatibility surface (events show them).
+"""
+
+from __future__ import annotations
+
+from runtime.framework.errors import FrameworkError
+from runtime.framework.validation import FieldError
+
+__all__ = [
+    "InvalidTrainJobError",
+    "PermanentError",
+    "RuntimeNotFoundError",
+    "SnapshotError",
+    "UnsupportedRuntimeError",
+]
+
+
+class PermanentError(FrameworkError):
+    """Retrying cannot help until the TrainJob changes (and the fields involved are immutable)."""
+
+
+class UnsupportedRuntimeError(PermanentError):
+    """`spec.runtimeRef` names a kind no runtime is registered for (message `unsupported runtime: <key>`).
+
+    The controller persists `Failed=True` (reason `TrainingRuntimeNotSupported`) and stops; see
+    `RuntimeRegistry.next_status` (fixes upstream Q1, which never persisted it).
+    """
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"unsupported runtime: {key}")
+        self.key = key
+
+
+class InvalidTrainJobError(PermanentError):
+    """The TrainJob fails a check the webhook should have made (it was created without the webhook)."""
+
+    def __init__(self, errors: tuple[FieldError, ...]) -> None:
+        super().__init__("invalid TrainJob: " + "; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+class RuntimeNotFoundError(FrameworkError):
+    """The referenced runtime does not exist and the TrainJob has no runtime snapshot yet."""
+
+
+class SnapshotError(FrameworkError):
+    """The runtime snapshot ConfigMap exists but is not a valid snapshot of this TrainJob's runtime."""

@@ -1,0 +1,371 @@
+"""The core runtimes (TrainingRuntime, ClusterTrainingRuntime) and the registry that picks one per TrainJob.
+
+Go origin: kubeflow/trainer `pkg/runtime/core` (`trainingruntime.go`, `clustertrainingruntime.go`,
+`registry.go`, `core.go`: `NewObjects`, `RuntimeInfo`, `TrainJobStatus`, `ValidateObjects`) and the status
+part of the TrainJob reconcile (`pkg/controller/trainjob_controller.go`).
+
+The build order of a reconcile (`RuntimeRegistry.new_objects`):
+1. The runtime: from the snapshot ConfigMap `<trainjob>-runtime-snapshot` when it exists (checked by
+   `read_snapshot`), else the live (Cluster)TrainingRuntime, whose snapshot is then the first object to
+   apply.
+2. `build_info` (runtime patches, resourcesPerNode, PodSets), then the framework's Info phases in `Phase`
+   order: EnforceMLPolicy → EnforcePodGroupPolicy → EnforcePodSpec → PreComponentBuilder.
+3. The ComponentBuilders' objects, in plugin order, after the snapshot. The controller applies them in the
+   order returned (server-side apply, field manager `trainer`, force) and stops at the first failure.
+
+Guarantees:
+- Pure: reads go through the `Reader`, time is an argument, nothing is applied here.
+- A runtime kind without a registered runtime raises `UnsupportedRuntimeError` from `new_objects`, and
+  `next_status` turns it into a `Failed` condition (reason `TrainingRuntimeNotSupported`) that the
+  controller persists (fixes upstream Q1).
+- `validate` never raises. On an update whose runtime was deleted, it validates against the TrainJob's
+  snapshot instead of rejecting the update (fixes upstream Q8); on create the runtime must exist.
+- `spec.trainer.numNodes: 0` is rejected: a field error in `validate`, `InvalidTrainJobError` in
+  `new_objects` for objects that bypassed the webhook (upstream Q4 would build 0-pod jobs and `PET_NNODES=0`).
+- A runtime patch that cannot be merged is a `spec.runtimePatches` field error in `validate` (upstream
+  ignores the error there and fails every reconcile instead) and a `RuntimePatchError` in `new_objects`.
+
+Deliberately missing: field indexers and finalizers (the controller's business), and any runtime kind other
+than the two Trainer kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+import orjson
+
+from runtime.api import constants
+from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
+from runtime.api.views import ObjectView, TrainJobView, find_condition
+from runtime.core.errors import (
+    InvalidTrainJobError,
+    RuntimeNotFoundError,
+    SnapshotError,
+    UnsupportedRuntimeError,
+)
+from runtime.core.snapshot import build_snapshot, get_snapshot, read_snapshot
+from runtime.core.status import DeadlineCheck, check_deadline, condition, set_condition, suspended_condition
+from runtime.framework.errors import FrameworkError
+from runtime.framework.extensions import Watch
+from runtime.framework.framework import Framework
+from runtime.framework.reader import Reader, ReadError
+from runtime.framework.validation import FieldError, Validation
+from runtime.info import Info, RuntimePatchError, build_info
+
+__all__ = [
+    "CLUSTER_TRAINING_RUNTIME",
+    "TRAINING_RUNTIME",
+    "Runtime",
+    "RuntimeKind",
+    "RuntimeRegistry",
+    "StatusUpdate",
+    "registry_key",
+    "trainjob_field_errors",
+]
+
+
+def _map(value: object) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def registry_key(kind: str, group: str) -> str:
+    """`<Kind>.<group>` (Go `schema.GroupKind.String()`; just the kind when the group is empty)."""
+    return f"{kind}.{group}" if group else kind
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeKind:
+    """One runtime kind and the exact texts upstream uses for it."""
+
+    kind: str
+    plural: str
+    namespaced: bool
+    not_found: str
+    """Prefix of the error when the live runtime is missing."""
+    snapshot_error: str
+    """Prefix of the error when the snapshot cannot be used."""
+    validation_path: str
+    validation_message: str
+    warn_deprecated: bool
+
+    @property
+    def key(self) -> str:
+        return registry_key(self.kind, constants.GROUP)
+
+
+TRAINING_RUNTIME = RuntimeKind(
+    kind=constants.TRAINING_RUNTIME_KIND,
+    plural="trainingruntimes",
+    namespaced=True,
+    not_found="TrainingRuntime specified in TrainJob is not found",
+    snapshot_error="unable to get runtime snapshot",
+    validation_path="spec.runtimeRef",
+    validation_message="specified trainingRuntime must be created before the TrainJob is created",
+    warn_deprecated=False,
+)
+CLUSTER_TRAINING_RUNTIME = RuntimeKind(
+    kind=constants.CLUSTER_TRAINING_RUNTIME_KIND,
+    plural="clustertrainingruntimes",
+    namespaced=False,
+    not_found="not found ClusterTrainingRuntime specified in TrainJob",
+    snapshot_error="getting runtime snapshot",
+    validation_path="spec.RuntimeRef",  # sic: upstream capitalises it for this kind
+    validation_message="specified clusterTrainingRuntime must be created before the TrainJob is created",
+    warn_deprecated=True,
+)
+
+
+def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
+    """Checks every runtime kind makes, before any plugin: today `spec.trainer.numNodes` ≥ 1."""
+    trainer = TrainJobView(trainjob).trainer or {}
+    num_nodes = trainer.get("numNodes")
+    if num_nodes is not None and num_nodes < 1:
+        return (FieldError.invalid("spec.trainer.numNodes", num_nodes, "must be greater than or equal to 1"),)
+    return ()
+
+
+class Runtime:
+    """Builds, validates and reports status for TrainJobs that reference one runtime kind."""
+
+    __slots__ = ("framework", "kind")
+
+    def __init__(self, kind: RuntimeKind, framework: Framework) -> None:
+        self.kind = kind
+        self.framework = framework
+
+    def _not_found_text(self, trainjob: TrainJob) -> str:
+        return f'{self.kind.plural}.{constants.GROUP} "{TrainJobView(trainjob).runtime_ref_name}" not found'
+
+    def get_runtime(self, trainjob: TrainJob, reader: Reader) -> Mapping[str, Any] | None:
+        """The live runtime the TrainJob references (raises `ReadError` when it cannot tell)."""
+        view = TrainJobView(trainjob)
+        namespace = view.namespace if self.kind.namespaced else None
+        return reader.get(constants.API_VERSION, self.kind.kind, view.runtime_ref_name, namespace)
+
+    def _runtime_for_build(
+        self, trainjob: TrainJob, reader: Reader
+    ) -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
+        """(the runtime object to build from, [the snapshot to apply first, if it must be created])."""
+        try:
+            configmap = get_snapshot(reader, trainjob)
+        except ReadError as exc:
+            raise SnapshotError(f"{self.kind.snapshot_error}: {exc}") from exc
+        if configmap is not None:
+            try:
+                return read_snapshot(configmap, trainjob), []
+            except SnapshotError as exc:
+                raise SnapshotError(f"{self.kind.snapshot_error}: {exc}") from exc
+        try:
+            runtime = self.get_runtime(trainjob, reader)
+        except ReadError as exc:
+            raise RuntimeNotFoundError(f"{self.kind.not_found}: {exc}") from exc
+        if runtime is None:
+            raise RuntimeNotFoundError(f"{self.kind.not_found}: {self._not_found_text(trainjob)}")
+        return runtime, [build_snapshot(trainjob, runtime, self.kind.kind)]
+
+    def runtime_info(self, trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
+        """`build_info`, then every Info phase of the framework (Go `RuntimeInfo`)."""
+        info = build_info(trainjob, runtime_spec)
+        self.framework.enforce(info, trainjob)
+        return info
+
+    def new_objects(self, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
+        """The objects to apply for the TrainJob, in apply order (Go `NewObjects`)."""
+        errors = trainjob_field_errors(trainjob)
+        if errors:
+            raise InvalidTrainJobError(errors)
+        runtime, objects = self._runtime_for_build(trainjob, reader)
+        info = self.runtime_info(trainjob, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
+        objects.extend(self.framework.build(info, trainjob, reader))
+        return objects
+
+    def train_job_status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> TrainJobStatus | None:
+        """The status plugin's verdict (Go `TrainJobStatus`)."""
+        return self.framework.status(trainjob, reader, now)
+
+    def _runtime_for_validation(
+        self, old: TrainJob | None, new: TrainJob, reader: Reader
+    ) -> tuple[Mapping[str, Any] | None, FieldError | None]:
+        ref = _map(TrainJobView(new).spec.get("runtimeRef"))
+        try:
+            runtime = self.get_runtime(new, reader)
+        except ReadError as exc:
+            return None, FieldError.internal(self.kind.validation_path, f"{exc}")
+        if runtime is not None:
+            return runtime, None
+        if old is not None:
+            # An update after the runtime was deleted: the TrainJob runs from its snapshot; judge it by that.
+            try:
+                configmap = get_snapshot(reader, new)
+                if configmap is not None:
+                    return read_snapshot(configmap, new), None
+            except (ReadError, SnapshotError):
+                pass  # fall through to upstream's "must be created" error below
+        message = f"{self._not_found_text(new)}: {self.kind.validation_message}"
+        return None, FieldError.invalid(self.kind.validation_path, dict(ref), message)
+
+    def validate(self, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
+        """The webhook's verdict on a created (`old` None) or updated TrainJob (Go `ValidateObjects`)."""
+        result = Validation.of(trainjob_field_errors(new))
+        runtime, error = self._runtime_for_validation(old, new, reader)
+        if runtime is None:
+            return result + Validation.of([error] if error else [])
+        runtime_view = ObjectView(runtime)
+        if (
+            self.kind.warn_deprecated
+            and runtime_view.labels.get(constants.LABEL_SUPPORT) == constants.SUPPORT_DEPRECATED
+        ):
+            result += Validation.of(
+                warnings=[
+                    f'Referenced {self.kind.kind} "{runtime_view.name}" is deprecated and will be removed '
+                    "in a future release of Kubeflow Trainer. See runtime deprecation policy: "
+                    f"{constants.RUNTIME_DEPRECATION_POLICY_URL}"
+                ]
+            )
+        try:
+            info = build_info(new, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
+        except RuntimePatchError as exc:
+            return result + Validation.of([FieldError.invalid("spec.runtimePatches", exc.manager, str(exc))])
+        return result + self.framework.validate(info, old, new, reader)
+
+    def __repr__(self) -> str:
+        return f"<Runtime {self.kind.key}>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusUpdate:
+    """The TrainJob status after one reconcile, and what else the controller must do about it."""
+
+    status: TrainJobStatus
+    """The new status; patch `/status` when it differs from the TrainJob's."""
+    requeue_after: float | None = None
+    """Reconcile again after this many seconds (the active deadline), or None."""
+    delete_jobset: bool = False
+    """The active deadline just passed: delete the JobSet `<namespace>/<name>` (NotFound is fine)."""
+    error: FrameworkError | None = None
+    """The status plugin failed; the status is still worth writing, then requeue with backoff."""
+    terminal: bool = False
+    """Nothing more will happen for this TrainJob (unsupported runtime): do not requeue."""
+
+
+class RuntimeRegistry(Mapping[str, Runtime]):
+    """The runtimes by registry key `<Kind>.<group>`; both Trainer kinds share one framework."""
+
+    __slots__ = ("_runtimes", "framework")
+
+    def __init__(
+        self,
+        framework: Framework,
+        kinds: tuple[RuntimeKind, ...] = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME),
+    ) -> None:
+        self.framework = framework
+        self._runtimes = {kind.key: Runtime(kind, framework) for kind in kinds}
+
+    def __getitem__(self, key: str) -> Runtime:
+        return self._runtimes[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runtimes)
+
+    def __len__(self) -> int:
+        return len(self._runtimes)
+
+    @staticmethod
+    def key_of(trainjob: TrainJob) -> str:
+        """The TrainJob's registry key, with the CRD defaults for an unset kind and group."""
+        view = TrainJobView(trainjob)
+        return registry_key(view.runtime_ref_kind, view.runtime_ref_api_group)
+
+    def runtime_for(self, trainjob: TrainJob) -> Runtime:
+        """The runtime for the TrainJob's `spec.runtimeRef`; raises `UnsupportedRuntimeError`."""
+        key = self.key_of(trainjob)
+        runtime = self._runtimes.get(key)
+        if runtime is None:
+            raise UnsupportedRuntimeError(key)
+        return runtime
+
+    def watches(self) -> list[Watch]:
+        """The plugins' extra watches, once (both kinds share one framework; upstream registers them once)."""
+        return self.framework.watches()
+
+    def new_objects(self, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
+        """The objects to apply, in order (see the module docstring). Call only for unfinished TrainJobs."""
+        return self.runtime_for(trainjob).new_objects(trainjob, reader)
+
+    def validate(self, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
+        """The TrainJob webhook's verdict; an unsupported runtime kind is a field error. Never raises."""
+        try:
+            runtime = self.runtime_for(new)
+        except UnsupportedRuntimeError as exc:
+            ref = _map(TrainJobView(new).spec.get("runtimeRef"))
+            return Validation.of([FieldError.invalid("spec.runtimeRef", dict(ref), str(exc))])
+        return runtime.validate(old, new, reader)
+
+    def next_status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> StatusUpdate:
+        """The status after a reconcile, as upstream computes it once objects are applied (§4.1 steps 4 to 7).
+
+        Unsupported runtime kind → `Failed=True` (TrainingRuntimeNotSupported), terminal. Otherwise: the
+        Suspended condition; the status plugin's status (a `Failed` with reason DeadlineExceeded is kept over
+        whatever the plugin reports); then the active deadline.
+        """
+        status = cast(TrainJobStatus, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
+        conditions = status.setdefault("conditions", [])
+        try:
+            runtime = self.runtime_for(trainjob)
+        except UnsupportedRuntimeError as exc:
+            failed = condition(
+                constants.CONDITION_FAILED,
+                constants.CONDITION_TRUE,
+                constants.REASON_RUNTIME_NOT_SUPPORTED,
+                str(exc),
+            )
+            set_condition(conditions, failed, now)
+            _set_suspended(trainjob, conditions, now)
+            return StatusUpdate(status=_tidy(status), terminal=True)
+
+        _set_suspended(trainjob, conditions, now)
+        # A DeadlineExceeded failure outlives whatever the JobSet reports later (as upstream keeps it).
+        failed_now = find_condition(conditions, constants.CONDITION_FAILED)
+        deadline_condition: dict[str, Any] | None = None
+        if failed_now is not None and failed_now.get("reason") == constants.REASON_DEADLINE_EXCEEDED:
+            deadline_condition = dict(failed_now)
+        error: FrameworkError | None = None
+        try:
+            reported = runtime.train_job_status(cast(TrainJob, {**trainjob, "status": status}), reader, now)
+        except FrameworkError as exc:
+            error, reported = exc, None
+        if reported is not None:
+            status = reported
+            conditions = status.setdefault("conditions", [])
+        if deadline_condition is not None:
+            set_condition(conditions, deadline_condition, now)
+
+        check: DeadlineCheck = check_deadline(trainjob, status, now)
+        if check.exceeded:
+            failed = condition(
+                constants.CONDITION_FAILED,
+                constants.CONDITION_TRUE,
+                constants.REASON_DEADLINE_EXCEEDED,
+                constants.MESSAGE_DEADLINE_EXCEEDED,
+            )
+            set_condition(conditions, failed, now)
+        return StatusUpdate(
+            status=_tidy(status), requeue_after=check.requeue_after, delete_jobset=check.exceeded, error=error
+        )
+
+
+def _set_suspended(trainjob: TrainJob, conditions: list[Any], now: datetime) -> None:
+    wanted = suspended_condition(trainjob, conditions)
+    if wanted is not None:
+        set_condition(conditions, wanted, now)
+
+
+def _tidy(status: TrainJobStatus) -> TrainJobStatus:
+    """Drop an empty `conditions` list we added, so an untouched status compares equal to the original."""
+    if not status.get("conditions"):
+        status.pop("conditions", None)
+    return status

@@ -1,0 +1,81 @@
+"""runtime.framework: the plugin framework that turns an `Info` into objects, status and validation verdicts.
+
+Go origin: kubeflow/trainer `pkg/runtime/framework` (`interface.go`, `core/framework.go`,
+`plugins/registry.go`).
+
+Module map:
+- `runtime.framework.extensions`: the extension points (one Protocol, one method each) and `Watch`.
+- `runtime.framework.phases`: `Phase`, the ordered enum the framework runs and the docs are generated from.
+- `runtime.framework.registry`: `PluginRegistry` (ordered), `PluginContext`, entry-point loading.
+- `runtime.framework.framework`: `Framework`, which dispatches each phase to the plugins that implement it.
+- `runtime.framework.reader`: the `Reader` protocol (all cluster reads) and `MemoryReader`.
+- `runtime.framework.validation`: `FieldError` and `Validation` (validation returns, never raises).
+- `runtime.framework.errors`: `FrameworkError`, `PluginError`, `PhaseError`, `PluginConfigurationError`.
+
+Writing a plugin: `docs/plugins.md`.
+"""
+
+from __future__ import annotations
+
+from runtime.framework.errors import FrameworkError, PhaseError, PluginConfigurationError, PluginError
+from runtime.framework.extensions import (
+    ComponentBuilder,
+    CustomValidation,
+    EnforceMLPolicy,
+    EnforcePodGroupPolicy,
+    EnforcePodSpec,
+    MapFunc,
+    Plugin,
+    PreComponentBuilder,
+    TrainJobKey,
+    TrainJobStatus,
+    Watch,
+    WatchExtension,
+)
+from runtime.framework.framework import Framework, implements
+from runtime.framework.phases import Phase, Stage
+from runtime.framework.reader import MemoryReader, Reader, ReadError
+from runtime.framework.registry import (
+    ENTRY_POINT_GROUP,
+    PluginContext,
+    PluginEntry,
+    PluginFactory,
+    PluginRegistry,
+    load_plugins,
+)
+from runtime.framework.validation import ErrorType, FieldError, Validation
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ComponentBuilder",
+    "CustomValidation",
+    "EnforceMLPolicy",
+    "EnforcePodGroupPolicy",
+    "EnforcePodSpec",
+    "ErrorType",
+    "FieldError",
+    "Framework",
+    "FrameworkError",
+    "MapFunc",
+    "MemoryReader",
+    "Phase",
+    "PhaseError",
+    "Plugin",
+    "PluginConfigurationError",
+    "PluginContext",
+    "PluginEntry",
+    "PluginError",
+    "PluginFactory",
+    "PluginRegistry",
+    "PreComponentBuilder",
+    "ReadError",
+    "Reader",
+    "Stage",
+    "TrainJobKey",
+    "TrainJobStatus",
+    "Validation",
+    "Watch",
+    "WatchExtension",
+    "implements",
+    "load_plugins",
+]

@@ -1,0 +1,48 @@
+"""The errors the runtime pipeline raises: one base class, named by what the caller should do.
+
+Go origin: none as types; upstream returns plain wrapped `error`s from `pkg/runtime/framework/core` and the
+plugins. Here every failure the pipeline reports is a `FrameworkError`, so the controller can tell "the
+pipeline said no" from a bug in its own code.
+
+Guarantees:
+- `PluginError` always names the plugin and the phase and chains the plugin's exception (`__cause__`).
+- `PluginConfigurationError` is raised only at start-up (building the framework), never per reconcile.
+- Nothing here is raised by validation: validation returns `FieldError`s (`runtime.framework.validation`).
+
+Deliberately missing: retry hints. Whether to requeue is the controller's decision; everything here except
+the terminal errors of `runtime.core.errors` is worth retrying with backoff.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.framework.phases import Phase
+
+__all__ = ["FrameworkError", "PhaseError", "PluginConfigurationError", "PluginError"]
+
+
+class FrameworkError(Exception):
+    """Base class of every error the runtime pipeline raises on purpose."""
+
+
+class PhaseError(FrameworkError):
+    """Raised by a plugin when its phase cannot complete for this TrainJob (a bad runtime, a missing object).
+
+    The framework wraps it (like any other exception of a plugin) in a `PluginError`.
+    """
+
+
+class PluginError(FrameworkError):
+    """A plugin failed in a phase; `__cause__` is what it raised."""
+
+    def __init__(self, *, plugin: str, phase: Phase, cause: BaseException) -> None:
+        super().__init__(f"plugin {plugin} failed in {phase.title}: {cause}")
+        self.plugin = plugin
+        self.phase = phase
+        self.cause = cause
+
+
+class PluginConfigurationError(FrameworkError):
+    """The plugin set cannot be built: an unknown or duplicate name, a failing factory, two status plugins."""

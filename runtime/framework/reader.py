@@ -1,0 +1,122 @@
+"""The reader protocol: the only way the runtime pipeline reads the cluster, plus an in-memory implementation.
+
+Go origin: the `client.Reader` half of controller-runtime's client that kubeflow/trainer's plugins and core
+runtimes call (`Get` of the JobSet, the snapshot ConfigMap, the runtime, the MPI Secret; `List` for the
+watch mapping functions). Here `runtime/` defines the protocol and the controller supplies a cache-backed
+implementation; `render` and the tests use `MemoryReader`.
+
+Contract of every `Reader`:
+- `get` returns the object or None when it does not exist; any other failure raises `ReadError`
+  (implementations chain their own exception with `raise ReadError(...) from exc`).
+- Objects returned are shared and read-only: callers must not mutate them.
+- `list` filters by namespace (None: all namespaces) and by label equality; the order is by namespace then
+  name, so callers that iterate it stay deterministic.
+- Reads may be stale (a cache); callers treat what they read as a hint and the API server as the truth.
+
+Deliberately missing: field selectors, set-based label selectors, resource versions and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from runtime.framework.errors import FrameworkError
+
+__all__ = ["MemoryReader", "ReadError", "Reader"]
+
+
+class ReadError(FrameworkError):
+    """A read failed for a reason other than absence (a cache not synced, a kind not served, ...)."""
+
+
+class Reader(Protocol):
+    """Read access to cluster objects by apiVersion and kind."""
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        """The object, or None when it does not exist. Raises `ReadError` for any other failure."""
+        ...
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        """Objects of a kind, in one namespace (or all), whose labels include `labels`."""
+        ...
+
+
+_Key = tuple[str, str, str, str]
+
+
+class MemoryReader:
+    """A `Reader` over a dict of objects: for `render`, for tests, and anywhere there is no cluster.
+
+    Objects are stored as given (not copied); `add` replaces an object with the same apiVersion, kind,
+    namespace and name. `errors` makes reads of a kind fail, to test error paths. It models no caching,
+    staleness, defaulting or discovery: a kind nobody added simply has no objects.
+    """
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._objects: dict[_Key, Mapping[str, Any]] = {}
+        self.errors: dict[tuple[str, str], Exception] = {}
+        """(apiVersion, kind) → the exception a read of that kind raises (wrapped in `ReadError`)."""
+        for obj in objects:
+            self.add(obj)
+
+    @staticmethod
+    def _key(obj: Mapping[str, Any]) -> _Key:
+        metadata = obj.get("metadata") or {}
+        return (
+            str(obj.get("apiVersion", "")),
+            str(obj.get("kind", "")),
+            str(metadata.get("namespace") or ""),
+            str(metadata.get("name", "")),
+        )
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        """Store (or replace) an object."""
+        self._objects[self._key(obj)] = obj
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        """Forget an object (no error when absent)."""
+        self._objects.pop((api_version, kind, namespace or "", name), None)
+
+    def _check(self, api_version: str, kind: str) -> None:
+        failure = self.errors.get((api_version, kind))
+        if failure is not None:
+            raise ReadError(f"reading {kind}.{api_version}: {failure}") from failure
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        self._check(api_version, kind)
+        return self._objects.get((api_version, kind, namespace or "", name))
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        self._check(api_version, kind)
+        found = []
+        for key in sorted(self._objects):
+            if key[0] != api_version or key[1] != kind or (namespace is not None and key[2] != namespace):
+                continue
+            obj = self._objects[key]
+            have = (obj.get("metadata") or {}).get("labels") or {}
+            if all(have.get(k) == v for k, v in (labels or {}).items()):
+                found.append(obj)
+        return found
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __repr__(self) -> str:
+        return f"<MemoryReader objects={len(self._objects)}>"

@@ -1,0 +1,599 @@
+"""`Info`: the one working model of a TrainJob on its runtime, built by one function and mutated by plugins.
+
+Go origin: kubeflow/trainer `pkg/runtime/runtime.go` (`Info`, `PodSet`, `Container`, `Scheduler`, the lookups,
+`ExtractResourcePerNodeFromRuntime`), `newRuntimeInfo` and `mergeRuntimePatches` of
+`pkg/runtime/core/trainingruntime.go`, and the upsert helpers of `pkg/apply`.
+
+What changed from upstream, on purpose:
+- One model instead of two copies kept in sync. `Info.template` is the working JobSet spec (the runtime's
+  template after `runtimePatches` and `resourcesPerNode`). A `PodSet` is a *view* of one of its replicated
+  jobs: its containers, volumes and count read and write that template directly (`count` is the job's
+  `parallelism` and `completions`). Plugins change the template only through PodSets and `Container`s, and
+  the JobSet plugin renders the JobSet from `Info` at build time. Upstream's `ObjApply` + `PodSets` pair, and
+  the copying between them in `PreBuildSync` and `Build`, do not exist here.
+- One function (`build_info`) instead of an options layer (`InfoOption`s mirroring the fields).
+- What the TrainJob asks of the trainer container (`spec.trainer.image/command/args`) lives in
+  `Info.trainer`: plugins may rewrite it (torchtune appends to the command, Flux replaces it) without
+  mutating the TrainJob, which is read-only here (upstream mutates the cached object in memory).
+- `PodSet.single_pod_requests` is computed from the pod spec when read, so it can never be stale.
+- `Info.runtime_template` keeps the runtime's template as written (read-only), so validation can check that
+  a runtime patch names jobs and containers the *runtime* has. Upstream validates patches against the
+  already-patched template, where a patch's own additions always "exist".
+
+- The merged `resourcesPerNode` keeps the runtime container's resource `claims` (merged by name); upstream
+  writes back only `limits` and `requests`, dropping them.
+
+Guarantees:
+- `build_info` never mutates its inputs; everything in `Info` except the read-only `runtime_template` is
+  Info's own copy, so plugins may mutate it freely.
+- `build_info` raises only `RuntimePatchError` (a patch that cannot be merged). Odd input is tolerated the way
+  Go tolerates nil pointers (a missing pod spec reads as empty). Quantities are parsed only when read
+  (`single_pod_requests`, the plugins), so a bad one surfaces there as `InvalidQuantityError`.
+- Lookups are by name and ancestor in template order; ancestors are the label
+  `trainer.kubeflow.org/trainjob-ancestor-step`.
+
+Deliberately missing: `replicas > 1` for ancestor jobs (upstream issue 2318; the JobSet plugin forces 1),
+and Go's zero values for absent fields in converted env vars (an env without `value` stays without it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+
+from runtime.api import constants
+from runtime.api.v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntimeSpec, TrainJob
+from runtime.api.views import MLPolicyView, TrainJobView
+from runtime.framework.errors import FrameworkError
+from runtime.resources import ResourceList, pod_requests
+from runtime.strategicmerge import (
+    JOBSET_SPEC,
+    RESOURCE_REQUIREMENTS,
+    StrategicMergeError,
+    strategic_merge,
+)
+
+__all__ = [
+    "Container",
+    "Info",
+    "PodSet",
+    "RuntimePatchError",
+    "Scheduler",
+    "TrainerOverrides",
+    "build_info",
+    "convert_env_var",
+    "env_var",
+    "env_var_from_field",
+    "iter_containers",
+    "omit_empty",
+    "owner_reference",
+    "trainer_env",
+    "upsert_env",
+    "upsert_ports",
+    "upsert_volume_mounts",
+    "upsert_volumes",
+]
+
+JOB_COMPLETION_INDEX_FIELD_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+"""The Job completion index of a pod: the node rank for Torch, JAX and XGBoost."""
+
+
+class RuntimePatchError(FrameworkError):
+    """A `spec.runtimePatches` entry (or `resourcesPerNode`) cannot be merged into the runtime template."""
+
+    def __init__(self, message: str, *, manager: str | None = None) -> None:
+        super().__init__(message)
+        self.manager = manager
+
+
+def _copy(value: Any) -> Any:
+    """A private deep copy of a JSON value (an orjson round trip: cheaper than `copy.deepcopy`)."""
+    return orjson.loads(orjson.dumps(value))
+
+
+def _map(value: object) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Builders and upserts (Go `pkg/apply`)
+
+
+def env_var(name: str, value: str) -> dict[str, Any]:
+    """`{name, value}`."""
+    return {"name": name, "value": value}
+
+
+def env_var_from_field(name: str, field_path: str) -> dict[str, Any]:
+    """An env var whose value is a field of the pod (`valueFrom.fieldRef.fieldPath`)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+_ENV_SOURCES = {
+    "fieldRef": ("fieldPath",),
+    "resourceFieldRef": ("containerName", "resource", "divisor"),
+    "configMapKeyRef": ("key", "name", "optional"),
+    "secretKeyRef": ("key", "name", "optional"),
+}
+
+
+def convert_env_var(env: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert a TrainJob env var for applying (Go `apply.EnvVar`): `value`, or the supported `valueFrom`s."""
+    converted: dict[str, Any] = {"name": env.get("name")}
+    source = env.get("valueFrom")
+    if isinstance(source, dict):
+        picked: dict[str, Any] = {}
+        for kind, keys in _ENV_SOURCES.items():
+            ref = source.get(kind)
+            if isinstance(ref, dict):
+                picked[kind] = {k: ref[k] for k in keys if k in ref}
+        converted["valueFrom"] = picked
+    elif "value" in env:
+        converted["value"] = env["value"]
+    return converted
+
+
+def owner_reference(trainjob: TrainJob) -> dict[str, Any]:
+    """The TrainJob as controller owner: put it on every object the TrainJob controller creates."""
+    view = TrainJobView(trainjob)
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.TRAINJOB_KIND,
+        "name": view.name,
+        "uid": view.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _upsert(
+    items: list[dict[str, Any]],
+    new: Mapping[str, Any],
+    same: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
+) -> None:
+    """Replace the first item `same` as `new` in place, or append; Info keeps its own copy of `new`."""
+    owned = _copy(new)
+    for index, item in enumerate(items):
+        if same(item, new):
+            items[index] = owned
+            return
+    items.append(owned)
+
+
+def upsert_env(items: list[dict[str, Any]], *envs: Mapping[str, Any]) -> None:
+    """Replace the env var of the same name in place, or append it."""
+    for env in envs:
+        _upsert(items, env, lambda a, b: a.get("name") == b.get("name"))
+
+
+def upsert_ports(items: list[dict[str, Any]], *ports: Mapping[str, Any]) -> None:
+    """Replace the port with the same `containerPort` or the same `name`, or append it.
+
+    As upstream (`apply.UpsertPort`, test case "insert new port"), two ports without a name count as the
+    same port: upserting an unnamed 29500 replaces an unnamed 8080.
+    """
+    for port in ports:
+        _upsert(
+            items,
+            port,
+            lambda a, b: a.get("containerPort") == b.get("containerPort") or a.get("name") == b.get("name"),
+        )
+
+
+def upsert_volumes(items: list[dict[str, Any]], *volumes: Mapping[str, Any]) -> None:
+    """Replace the volume of the same name in place, or append it."""
+    for volume in volumes:
+        _upsert(items, volume, lambda a, b: a.get("name") == b.get("name"))
+
+
+def upsert_volume_mounts(items: list[dict[str, Any]], *mounts: Mapping[str, Any]) -> None:
+    """Replace the volume mount with the same `mountPath` in place, or append it."""
+    for mount in mounts:
+        _upsert(items, mount, lambda a, b: a.get("mountPath") == b.get("mountPath"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The model
+
+
+class Container:
+    """A read-write view of one container (or init container) dict inside `Info.template`."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.obj = obj
+        """The container dict itself (part of the template)."""
+
+    @property
+    def name(self) -> str:
+        return str(self.obj.get("name", ""))
+
+    @property
+    def image(self) -> str | None:
+        return self.obj.get("image")
+
+    @image.setter
+    def image(self, value: str) -> None:
+        self.obj["image"] = value
+
+    @property
+    def command(self) -> list[str] | None:
+        return self.obj.get("command")
+
+    @command.setter
+    def command(self, value: list[str]) -> None:
+        self.obj["command"] = list(value)
+
+    @property
+    def env(self) -> Sequence[Mapping[str, Any]]:
+        return _list(self.obj.get("env"))
+
+    @property
+    def ports(self) -> Sequence[Mapping[str, Any]]:
+        return _list(self.obj.get("ports"))
+
+    @property
+    def volume_mounts(self) -> Sequence[Mapping[str, Any]]:
+        return _list(self.obj.get("volumeMounts"))
+
+    @property
+    def resources(self) -> Mapping[str, Any] | None:
+        value = self.obj.get("resources")
+        return value if isinstance(value, dict) else None
+
+    def _items(self, key: str) -> list[dict[str, Any]]:
+        items = self.obj.get(key)
+        if not isinstance(items, list):
+            items = self.obj[key] = []
+        return items
+
+    def upsert_env(self, *envs: Mapping[str, Any]) -> None:
+        upsert_env(self._items("env"), *envs)
+
+    def upsert_ports(self, *ports: Mapping[str, Any]) -> None:
+        upsert_ports(self._items("ports"), *ports)
+
+    def upsert_volume_mounts(self, *mounts: Mapping[str, Any]) -> None:
+        upsert_volume_mounts(self._items("volumeMounts"), *mounts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Container) and self.obj is other.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"<Container {self.name!r}>"
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class PodSet:
+    """A view of one replicated job of `Info.template`: the pods one job of it runs.
+
+    `name` is the replicated job's name; `ancestor` the value of its ancestor-step label (None without the
+    label). `endpoints` are the pods' DNS names, filled in by the PreComponentBuilder phase (JobSet).
+    """
+
+    name: str
+    ancestor: str | None
+    job: dict[str, Any] = field(repr=False)
+    """The `replicatedJobs[i]` dict of `Info.template` this PodSet views."""
+    endpoints: tuple[str, ...] = ()
+
+    def _job_spec(self) -> dict[str, Any]:
+        template = self.job.setdefault("template", {})
+        return cast(dict[str, Any], template.setdefault("spec", {}))
+
+    @property
+    def pod_spec(self) -> dict[str, Any]:
+        """The pod spec dict (created empty if the template has none)."""
+        pod_template = self._job_spec().setdefault("template", {})
+        return cast(dict[str, Any], pod_template.setdefault("spec", {}))
+
+    @property
+    def replicas(self) -> int:
+        """The replicated job's `replicas` (default 1)."""
+        value = self.job.get("replicas")
+        return constants.DEFAULT_JOB_REPLICAS if value is None else int(value)
+
+    @property
+    def count(self) -> int:
+        """Pods per job: the job template's `parallelism` (and `completions`)."""
+        value = self._job_spec().get("parallelism")
+        return 1 if value is None else int(value)
+
+    @count.setter
+    def count(self, value: int) -> None:
+        spec = self._job_spec()
+        spec["parallelism"] = value
+        spec["completions"] = value
+
+    @property
+    def containers(self) -> list[Container]:
+        return [Container(c) for c in _list(self.pod_spec.get("containers")) if isinstance(c, dict)]
+
+    @property
+    def init_containers(self) -> list[Container]:
+        return [Container(c) for c in _list(self.pod_spec.get("initContainers")) if isinstance(c, dict)]
+
+    def find_container(self, name: str) -> Container | None:
+        """The container of that name, else the init container of that name, else None."""
+        for container in (*self.containers, *self.init_containers):
+            if container.name == name:
+                return container
+        return None
+
+    def add_init_container(self, name: str) -> Container:
+        """Append an init container `{name}` to the pod spec and return its view."""
+        init_containers = self.pod_spec.get("initContainers")
+        if not isinstance(init_containers, list):
+            init_containers = self.pod_spec["initContainers"] = []
+        obj: dict[str, Any] = {"name": name}
+        init_containers.append(obj)
+        return Container(obj)
+
+    @property
+    def volumes(self) -> Sequence[Mapping[str, Any]]:
+        return _list(self.pod_spec.get("volumes"))
+
+    def upsert_volumes(self, *volumes: Mapping[str, Any]) -> None:
+        items = self.pod_spec.get("volumes")
+        if not isinstance(items, list):
+            items = self.pod_spec["volumes"] = []
+        upsert_volumes(items, *volumes)
+
+    @property
+    def single_pod_requests(self) -> ResourceList:
+        """What one pod requests (Kubernetes `PodRequests`); total for the PodSet = this times `count`."""
+        return pod_requests(self.pod_spec)
+
+    @property
+    def total_requests(self) -> ResourceList:
+        """What all `count` pods of one job request together (`single_pod_requests` times `count`)."""
+        return {name: quantity * self.count for name, quantity in self.single_pod_requests.items()}
+
+
+@dataclass(slots=True, kw_only=True)
+class Scheduler:
+    """Labels and annotations every pod template gets (set by the pod-group plugins)."""
+
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class TrainerOverrides:
+    """What the TrainJob asks of the trainer `node` container (`spec.trainer.image/command/args`).
+
+    None leaves the runtime's value. Plugins may rewrite these (torchtune appends to `command`; Flux
+    replaces `command` and clears `args`); the JobSet plugin writes them last.
+    """
+
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class Info:
+    """The working model of one TrainJob on its runtime (Go `runtime.Info`)."""
+
+    labels: dict[str, str]
+    """Become the JobSet's `metadata.labels` (runtime template labels, then runtime patches')."""
+    annotations: dict[str, str]
+    """Become the JobSet's `metadata.annotations`."""
+    ml_policy: MLPolicy | None
+    """The runtime's `spec.mlPolicy` (Info's own copy; plugins may adjust it)."""
+    pod_group_policy: PodGroupPolicy | None
+    """The runtime's `spec.podGroupPolicy` (Info's own copy)."""
+    template: dict[str, Any]
+    """The working JobSet spec (`jobset.x-k8s.io/v1alpha2` `JobSetSpec`); PodSets view its replicatedJobs."""
+    pod_sets: list[PodSet]
+    """One per replicated job, in template order."""
+    scheduler: Scheduler = field(default_factory=Scheduler)
+    trainer: TrainerOverrides = field(default_factory=TrainerOverrides)
+    runtime_template: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The runtime's JobSet spec as written, before runtime patches (read-only; shared with the runtime
+    object). Only for validation that must tell the runtime's jobs and containers from a patch's."""
+
+    @property
+    def ml(self) -> MLPolicyView:
+        """`ml_policy` read with the CRD defaults applied."""
+        return MLPolicyView(self.ml_policy)
+
+    def find_pod_set(self, name: str) -> PodSet | None:
+        """The PodSet of that replicated job name."""
+        return next((ps for ps in self.pod_sets if ps.name == name), None)
+
+    def find_pod_set_by_ancestor(self, ancestor: str) -> PodSet | None:
+        """The first PodSet whose ancestor-step label is `ancestor`."""
+        return next((ps for ps in self.pod_sets if ps.ancestor == ancestor), None)
+
+    def find_container_by_ancestor(self, ancestor: str, name: str) -> Container | None:
+        """A regular container of the first PodSet with that ancestor (init containers are not searched)."""
+        pod_set = self.find_pod_set_by_ancestor(ancestor)
+        if pod_set is None:
+            return None
+        return next((c for c in pod_set.containers if c.name == name), None)
+
+    def find_container(self, pod_set_name: str, name: str) -> Container | None:
+        """A container, else an init container, of the PodSet of that name."""
+        pod_set = self.find_pod_set(pod_set_name)
+        return pod_set.find_container(name) if pod_set is not None else None
+
+    def trainer_resources(self) -> dict[str, Any] | None:
+        """The runtime's resources of the trainer `node` container (Go `ExtractResourcePerNodeFromRuntime`).
+
+        From the first replicated job named `node` or labelled ancestor `trainer` whose `node` container has
+        `resources`; `{"limits": ..., "requests": ...}` (each possibly empty), or None.
+        """
+        for pod_set in self.pod_sets:
+            if pod_set.name != constants.NODE and pod_set.ancestor != constants.ANCESTOR_TRAINER:
+                continue
+            for container in pod_set.containers:
+                if container.name == constants.NODE and container.resources is not None:
+                    resources = container.resources
+                    return {
+                        "limits": dict(_map(resources.get("limits"))),
+                        "requests": dict(_map(resources.get("requests"))),
+                    }
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Building Info (Go `newRuntimeInfo`)
+
+
+def omit_empty(value: Any) -> Any:
+    """Drop nulls, empty lists and empty maps, as Go's `omitempty` JSON encoding of a typed patch does."""
+    if isinstance(value, dict):
+        kept = {k: omit_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None and v not in ([], {})}
+    if isinstance(value, list):
+        return [omit_empty(v) for v in value]
+    return value
+
+
+def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict[str, Any]:
+    """The template spec with every runtime patch applied, replicated jobs in the runtime's order."""
+    order = {
+        rjob.get("name"): index
+        for index, rjob in enumerate(_list(spec.get("replicatedJobs")))
+        if isinstance(rjob, dict)
+    }
+    for patch in trainjob.runtime_patches:
+        patch_spec = _map(_map(_map(patch).get("trainingRuntimeSpec")).get("template")).get("spec")
+        if patch_spec is None:
+            continue
+        manager = _map(patch).get("manager")
+        try:
+            spec = strategic_merge(spec, omit_empty(_map(patch_spec)), JOBSET_SPEC)
+        except StrategicMergeError as exc:
+            raise RuntimePatchError(
+                f"applying runtime patch of manager {manager!r}: {exc}", manager=manager
+            ) from exc
+    jobs = _list(spec.get("replicatedJobs"))
+    # Restore the runtime's order (SMP may reorder); names unknown to the runtime sort first, as upstream.
+    jobs.sort(key=lambda rjob: order.get(_map(rjob).get("name"), 0))
+    return spec
+
+
+def _merge_trainer_resources(
+    jobs: list[Any], ml_policy: MLPolicyView, has_ml_policy: bool, resources_per_node: Mapping[str, Any]
+) -> None:
+    """Merge `spec.trainer.resourcesPerNode` into the `node` container of the trainer job(s), in place."""
+    patch = omit_empty(dict(resources_per_node))
+    for rjob in jobs:
+        job = _map(rjob)
+        labels = _map(_map(_map(job.get("template")).get("metadata")).get("labels"))
+        is_trainer = (
+            has_ml_policy and labels.get(constants.LABEL_TRAINJOB_ANCESTOR) == constants.ANCESTOR_TRAINER
+        )
+        is_launcher_as_node = ml_policy.mpi_run_launcher_as_node and job.get("name") == constants.NODE
+        if not (is_trainer or is_launcher_as_node):
+            continue
+        pod_template = _map(_map(_map(job.get("template")).get("spec")).get("template"))
+        if "spec" not in pod_template:
+            continue
+        for container in _list(_map(pod_template["spec"]).get("containers")):
+            if isinstance(container, dict) and container.get("name") == constants.NODE:
+                try:
+                    merged = strategic_merge(_map(container.get("resources")), patch, RESOURCE_REQUIREMENTS)
+                except StrategicMergeError as exc:
+                    raise RuntimePatchError(f"merging spec.trainer.resourcesPerNode: {exc}") from exc
+                container["resources"] = merged
+                break
+
+
+def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
+    """The Info of a TrainJob on a runtime, before any plugin ran (Go `newRuntimeInfo`).
+
+    1. Labels and annotations: the runtime template's, then each runtime patch's, later keys winning.
+    2. Each runtime patch's template spec is strategic-merged into the template spec, in list order; the
+       replicated jobs' order is then restored.
+    3. `spec.trainer.resourcesPerNode` is strategic-merged into the `node` container of each replicated job
+       labelled ancestor `trainer` (when the runtime has an mlPolicy; upstream Q16) and, for MPI with
+       `runLauncherAsNode`, of the job named `node`.
+    4. One PodSet per replicated job; its count starts at `parallelism` (default 1), or `mlPolicy.numNodes`
+       (default 1) for the trainer ancestor when the runtime has an mlPolicy, and is at least 1.
+    """
+    view = TrainJobView(trainjob)
+    spec_view = _map(runtime_spec)
+    template = _map(spec_view.get("template"))
+    metadata = _map(template.get("metadata"))
+    labels = {str(k): str(v) for k, v in _map(metadata.get("labels")).items()}
+    annotations = {str(k): str(v) for k, v in _map(metadata.get("annotations")).items()}
+    for patch in view.runtime_patches:
+        patch_metadata = _map(
+            _map(_map(_map(patch).get("trainingRuntimeSpec")).get("template")).get("metadata")
+        )
+        labels.update(_map(patch_metadata.get("labels")))
+        annotations.update(_map(patch_metadata.get("annotations")))
+
+    working = _patched_template_spec(view, _copy(_map(template.get("spec"))))
+    ml_policy = cast(
+        "MLPolicy | None", _copy(spec_view["mlPolicy"]) if spec_view.get("mlPolicy") is not None else None
+    )
+    pod_group_policy = cast(
+        "PodGroupPolicy | None",
+        _copy(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
+    )
+    ml = MLPolicyView(ml_policy)
+    jobs = _list(working.get("replicatedJobs"))
+    resources_per_node = _map(view.trainer).get("resourcesPerNode")
+    if isinstance(resources_per_node, dict):
+        _merge_trainer_resources(jobs, ml, ml_policy is not None, resources_per_node)
+
+    pod_sets: list[PodSet] = []
+    for rjob in jobs:
+        if not isinstance(rjob, dict):
+            continue
+        job_labels = _map(_map(_map(rjob.get("template")).get("metadata")).get("labels"))
+        ancestor = job_labels.get(constants.LABEL_TRAINJOB_ANCESTOR)
+        pod_set = PodSet(name=str(rjob.get("name", "")), ancestor=ancestor, job=rjob)
+        count = pod_set.count
+        if ancestor == constants.ANCESTOR_TRAINER and ml_policy is not None:
+            count = ml.num_nodes
+        pod_set.count = max(count, 1)
+        pod_sets.append(pod_set)
+
+    trainer = _map(view.trainer)
+    overrides = TrainerOverrides(
+        image=trainer.get("image"),
+        command=list(trainer["command"]) if trainer.get("command") is not None else None,
+        args=list(trainer["args"]) if trainer.get("args") is not None else None,
+    )
+    return Info(
+        labels=labels,
+        annotations=annotations,
+        ml_policy=ml_policy,
+        pod_group_policy=pod_group_policy,
+        template=working,
+        pod_sets=pod_sets,
+        trainer=overrides,
+        runtime_template=_map(template.get("spec")),
+    )
+
+
+def trainer_env(trainjob: TrainJob) -> list[dict[str, Any]]:
+    """`spec.trainer.env`, converted for applying (empty without a trainer)."""
+    return [
+        convert_env_var(env)
+        for env in _list(_map(TrainJobView(trainjob).trainer).get("env"))
+        if isinstance(env, dict)
+    ]
+
+
+def iter_containers(info: Info) -> Iterable[Container]:
+    """Every container and init container of every PodSet, in template order."""
+    for pod_set in info.pod_sets:
+        yield from pod_set.containers
+        yield from pod_set.init_containers

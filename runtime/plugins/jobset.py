@@ -1,0 +1,422 @@
+"""The JobSet plugin: validates TrainJobs against the runtime template, renders the JobSet, reports status.
+
+Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/jobset` (`jobset.go`: `Validate`,
+`ReconcilerBuilders`, `PreBuildSync`, `Build`, `Status`; `builder.go`: `Initializer`, `Trainer`,
+`PodLabels`, `PodAnnotations`, `Suspend`).
+
+What it does, by phase:
+- CustomValidation: initializer jobs/containers/volume mounts the TrainJob needs; runtime patches may change
+  only while the TrainJob is (or becomes) suspended and no replicated job is active; patch managers are
+  domain-prefixed paths; patches name replicated jobs and containers that the runtime (as written, before
+  patches: upstream checks the patched template, where the check always passes) has, and set no env on
+  the `node`/initializer containers.
+- WatchExtension: JobSets, enqueueing their controlling TrainJob (registered even when the JobSet CRD is
+  missing, as upstream).
+- PreComponentBuilder: each PodSet's endpoints `<trainjob>-<job>-<replica>-<pod>.<subdomain>` (subdomain =
+  `spec.network.subdomain`, else the TrainJob name). Upstream also copies counts into
+  `parallelism`/`completions` here; with `PodSet.count` being the template's parallelism there is nothing
+  to copy.
+- ComponentBuilder: the JobSet `jobset.x-k8s.io/v1alpha2`, rendered from Info (template, then initializer
+  and trainer overrides, scheduler pod labels/annotations, `suspend`, owner reference). Not rendered when
+  the JobSet exists and neither it nor the TrainJob is suspended: a running JobSet is never re-applied.
+  Upstream's copy of PodSets back into the template (and its "runtime template has N replicatedJobs but
+  runtime info has M podSets" error) has no counterpart: PodSets are the template.
+- TrainJobStatus: the JobSet's `Completed`/`Failed` conditions become the TrainJob's `Complete`/`Failed`;
+  `replicatedJobsStatus` becomes `jobsStatus` with all five counters.
+
+Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream issue 2318).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import orjson
+
+from runtime.api import constants
+from runtime.api.v1alpha1 import TrainJob
+from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
+from runtime.api.views import TrainJobView, find_condition
+from runtime.core.status import set_condition
+from runtime.framework import (
+    ComponentBuilder,
+    CustomValidation,
+    FieldError,
+    PhaseError,
+    PluginContext,
+    PreComponentBuilder,
+    Reader,
+    ReadError,
+    TrainJobStatus,
+    Validation,
+    Watch,
+    WatchExtension,
+)
+from runtime.info import Container, Info, convert_env_var, env_var, omit_empty, owner_reference, trainer_env
+
+__all__ = ["JobSet", "endpoints", "render_jobset"]
+
+NAME = "JobSet"
+INITIALIZER_ENV_STORAGE_URI = "STORAGE_URI"
+"""The env var that tells an initializer where to read from."""
+
+_RUNTIME_REF = "spec.runtimeRef"
+_RUNTIME_PATCHES = "spec.runtimePatches"
+_DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_HTTP_PATH = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+_DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    f"'{_DNS1123_SUBDOMAIN}')"
+)
+_SUSPEND_TO_PATCH = (
+    "RuntimePatches can only be modified when the TrainJob is suspended before or after the update"
+)
+
+
+def _map(value: object) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _ancestor(rjob: Mapping[str, Any]) -> str | None:
+    labels = _map(_map(_map(rjob.get("template")).get("metadata")).get("labels"))
+    value = labels.get(constants.LABEL_TRAINJOB_ANCESTOR)
+    return None if value is None else str(value)
+
+
+def _pod_spec(rjob: Mapping[str, Any]) -> dict[str, Any]:
+    return _map(_map(_map(_map(rjob.get("template")).get("spec")).get("template")).get("spec"))
+
+
+def _containers_by_job(spec: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Replicated job name → the names of its containers and init containers."""
+    found: dict[str, set[str]] = {}
+    for rjob in _list(spec.get("replicatedJobs")):
+        pod_spec = _pod_spec(_map(rjob))
+        containers = (*_list(pod_spec.get("initContainers")), *_list(pod_spec.get("containers")))
+        found[str(_map(rjob).get("name"))] = {str(_map(c).get("name")) for c in containers}
+    return found
+
+
+def domain_prefixed_path_errors(path: str, value: str) -> list[FieldError]:
+    """Go `validation.IsDomainPrefixedPath`: `<DNS-1123 subdomain>/<HTTP path>` (e.g. `acme.io/foo`)."""
+    if not value:
+        return [FieldError.required(path, "")]
+    host, slash, rest = value.partition("/")
+    if not slash or not host or not rest:
+        return [FieldError.invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+    errors = []
+    if len(host) > 253:
+        errors.append(FieldError.invalid(path, host, "must be no more than 253 characters"))
+    if not re.fullmatch(_DNS1123_SUBDOMAIN, host):
+        errors.append(
+            FieldError.invalid(
+                path,
+                host,
+                _DNS1123_SUBDOMAIN_MESSAGE,
+            )
+        )
+    if not re.fullmatch(_HTTP_PATH, rest):
+        errors.append(
+            FieldError.invalid(path, rest, f"Invalid path (regex used for validation is '{_HTTP_PATH}')")
+        )
+    return errors
+
+
+def endpoints(
+    trainjob_name: str, job_name: str, replicas: int, count: int, subdomain: str
+) -> tuple[str, ...]:
+    """The DNS names of a replicated job's pods, replica-major: `<tj>-<job>-<replica>-<pod>.<subdomain>`."""
+    return tuple(
+        f"{trainjob_name}-{job_name}-{replica}-{pod}.{subdomain}"
+        for replica in range(replicas)
+        for pod in range(count)
+    )
+
+
+def _initializer_overrides(rjob: dict[str, Any], step: str, source: Mapping[str, Any] | None) -> None:
+    """Go `Builder.Initializer` for one replicated job labelled with an initializer step."""
+    rjob["replicas"] = 1
+    if source is None:
+        return
+    for obj in _list(_pod_spec(rjob).get("containers")):
+        if not isinstance(obj, dict) or obj.get("name") != step:
+            continue
+        container = Container(obj)
+        if source.get("storageUri") is not None:
+            container.upsert_env(env_var(INITIALIZER_ENV_STORAGE_URI, str(source["storageUri"])))
+        container.upsert_env(*(convert_env_var(e) for e in _list(source.get("env")) if isinstance(e, dict)))
+        secret_ref = source.get("secretRef")
+        if isinstance(secret_ref, dict):
+            obj.setdefault("envFrom", []).append({"secretRef": {"name": secret_ref.get("name", "")}})
+
+
+def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
+    """The JobSet apply body for the TrainJob, rendered from `info` (which it does not modify)."""
+    view = TrainJobView(trainjob)
+    spec = cast(dict[str, Any], orjson.loads(orjson.dumps(info.template)))
+    initializer = _map(view.initializer)
+    run_launcher_as_node = info.ml.mpi_run_launcher_as_node
+    env = trainer_env(trainjob)
+    for rjob in _list(spec.get("replicatedJobs")):
+        if not isinstance(rjob, dict):
+            continue
+        ancestor = _ancestor(rjob)
+        if ancestor in (constants.DATASET_INITIALIZER, constants.MODEL_INITIALIZER):
+            key = "dataset" if ancestor == constants.DATASET_INITIALIZER else "model"
+            source = initializer.get(key)
+            _initializer_overrides(rjob, ancestor, source if isinstance(source, dict) else None)
+        if ancestor == constants.ANCESTOR_TRAINER:
+            rjob["replicas"] = 1
+        containers = [c for c in _list(_pod_spec(rjob).get("containers")) if isinstance(c, dict)]
+        for obj in containers:
+            if obj.get("name") != constants.NODE:
+                continue
+            if ancestor == constants.ANCESTOR_TRAINER and view.trainer is not None:
+                if info.trainer.image is not None:
+                    obj["image"] = info.trainer.image
+                if info.trainer.command is not None:
+                    obj["command"] = list(info.trainer.command)
+                if info.trainer.args is not None:
+                    obj["args"] = list(info.trainer.args)
+            if view.trainer is not None and (
+                ancestor == constants.ANCESTOR_TRAINER
+                or (run_launcher_as_node and rjob.get("name") == constants.NODE)
+            ):
+                Container(obj).upsert_env(*env)
+        pod_template = _map(_map(rjob.get("template")).get("spec")).get("template")
+        if isinstance(pod_template, dict):
+            if info.scheduler.pod_labels:
+                pod_template.setdefault("metadata", {}).setdefault("labels", {}).update(
+                    info.scheduler.pod_labels
+                )
+            if info.scheduler.pod_annotations:
+                pod_metadata = pod_template.setdefault("metadata", {})
+                pod_metadata.setdefault("annotations", {}).update(info.scheduler.pod_annotations)
+    if "suspend" in view.spec and view.spec.get("suspend") is not None:
+        spec["suspend"] = view.spec["suspend"]
+    else:
+        spec.pop("suspend", None)
+    metadata: dict[str, Any] = {"name": view.name, "namespace": view.namespace}
+    if info.labels:
+        metadata["labels"] = dict(info.labels)
+    if info.annotations:
+        metadata["annotations"] = dict(info.annotations)
+    metadata["ownerReferences"] = [owner_reference(trainjob)]
+    return {
+        "apiVersion": constants.JOBSET_API_VERSION,
+        "kind": constants.JOBSET_KIND,
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBuilder, TrainJobStatus):
+    """Owns the JobSet: the template shape, its rendering and the status read back from it."""
+
+    name = NAME
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        del context  # no settings
+
+    # CustomValidation -------------------------------------------------------------------------------------
+
+    def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
+        view = TrainJobView(new)
+        runtime_ref = dict(_map(view.spec.get("runtimeRef")))
+        containers_by_job = _containers_by_job(info.template)
+        runtime_containers_by_job = _containers_by_job(info.runtime_template)
+        errors: list[FieldError] = []
+        initializer = _map(view.initializer)
+        for key, step, config in (
+            ("dataset", constants.DATASET_INITIALIZER, "datasetConfig"),
+            ("model", constants.MODEL_INITIALIZER, "modelConfig"),
+        ):
+            if initializer.get(key) is None:
+                continue
+            names = containers_by_job.get(step)
+            if names is None:
+                message = f"must have {step} job when trainJob is configured with input {config}"
+            elif step not in names:
+                message = f"must have container with name - {step} in the {step} job"
+            elif not self._has_initializer_mount(info, step):
+                message = (
+                    f"must have volumeMount with name - {constants.INITIALIZER_VOLUME} in container {step} "
+                    f"of the {step} job"
+                )
+            else:
+                continue
+            errors.append(FieldError.invalid(_RUNTIME_REF, runtime_ref, message))
+        errors.extend(self._patch_immutability_errors(old, new, reader))
+        patches = [dict(p) for p in view.runtime_patches]
+        for patch in view.runtime_patches:
+            errors.extend(
+                domain_prefixed_path_errors(f"{_RUNTIME_PATCHES}.manager", str(patch.get("manager", "")))
+            )
+            spec = _map(_map(_map(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
+            for job_patch in _list(spec.get("replicatedJobs")):
+                job_name = _map(job_patch).get("name")
+                names = runtime_containers_by_job.get(str(job_name))
+                if names is None:
+                    errors.append(
+                        FieldError.invalid(
+                            _RUNTIME_PATCHES,
+                            patches,
+                            "must not have replicated job that doesn't exist in the runtime job template",
+                        )
+                    )
+                    continue
+                pod_spec = _map(_map(_map(_map(job_patch).get("template")).get("spec")).get("template")).get(
+                    "spec"
+                )
+                if not isinstance(pod_spec, dict):
+                    continue
+                for container in _list(pod_spec.get("initContainers")):
+                    if _map(container).get("name") not in names:
+                        errors.append(
+                            FieldError.invalid(
+                                _RUNTIME_PATCHES,
+                                patches,
+                                "must not have initContainer that doesn't exist in the runtime job "
+                                f"{job_name}",
+                            )
+                        )
+                for container in _list(pod_spec.get("containers")):
+                    container_name = _map(container).get("name")
+                    if container_name not in names:
+                        errors.append(
+                            FieldError.invalid(
+                                _RUNTIME_PATCHES,
+                                patches,
+                                f"must not have container that doesn't exist in the runtime job {job_name}",
+                            )
+                        )
+                    elif _map(container).get("env") and container_name in (
+                        constants.DATASET_INITIALIZER,
+                        constants.MODEL_INITIALIZER,
+                        constants.NODE,
+                    ):
+                        errors.append(
+                            FieldError.invalid(
+                                _RUNTIME_PATCHES,
+                                patches,
+                                f"must not have envs for the {constants.DATASET_INITIALIZER}, "
+                                f"{constants.MODEL_INITIALIZER}, {constants.NODE} containers",
+                            )
+                        )
+        return Validation.of(errors)
+
+    @staticmethod
+    def _has_initializer_mount(info: Info, step: str) -> bool:
+        pod_set = info.find_pod_set(step)
+        if pod_set is None:
+            return False
+        return any(
+            m.get("name") == constants.INITIALIZER_VOLUME
+            for c in pod_set.containers
+            if c.name == step
+            for m in c.volume_mounts
+        )
+
+    @staticmethod
+    def _patch_immutability_errors(old: TrainJob | None, new: TrainJob, reader: Reader) -> list[FieldError]:
+        if old is None:
+            return []  # immutability only makes sense on updates
+        old_view, new_view = TrainJobView(old), TrainJobView(new)
+        if omit_empty(list(old_view.runtime_patches)) == omit_empty(list(new_view.runtime_patches)):
+            return []
+        if old_view.spec.get("suspend") is not True and new_view.spec.get("suspend") is not True:
+            return [
+                FieldError.forbidden(
+                    _RUNTIME_PATCHES,
+                    _SUSPEND_TO_PATCH,
+                )
+            ]
+        try:
+            jobset = reader.get(
+                constants.JOBSET_API_VERSION, constants.JOBSET_KIND, new_view.name, new_view.namespace
+            )
+        except ReadError as exc:
+            return [FieldError.internal(_RUNTIME_PATCHES, str(exc))]
+        if jobset is None:
+            return []
+        # The JobSet may still be winding down after a suspend; its running pods must not see the change.
+        return [
+            FieldError.forbidden(
+                _RUNTIME_PATCHES,
+                "RuntimePatches cannot be modified when the JobSet's ReplicatedJob "
+                f"{status.get('name')} is still active",
+            )
+            for status in _list(_map(jobset.get("status")).get("replicatedJobsStatus"))
+            if isinstance(status, dict) and (status.get("active") or 0) > 0
+        ]
+
+    # WatchExtension ---------------------------------------------------------------------------------------
+
+    def watches(self) -> Sequence[Watch]:
+        return [Watch.owned(constants.JOBSET_API_VERSION, constants.JOBSET_KIND)]
+
+    # PreComponentBuilder ----------------------------------------------------------------------------------
+
+    def pre_build_sync(self, info: Info, trainjob: TrainJob) -> None:
+        name = TrainJobView(trainjob).name
+        subdomain = _map(info.template.get("network")).get("subdomain") or name
+        for pod_set in info.pod_sets:
+            pod_set.endpoints = endpoints(name, pod_set.name, pod_set.replicas, pod_set.count, str(subdomain))
+
+    # ComponentBuilder -------------------------------------------------------------------------------------
+
+    def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
+        view = TrainJobView(trainjob)
+        existing = reader.get(constants.JOBSET_API_VERSION, constants.JOBSET_KIND, view.name, view.namespace)
+        if (
+            existing is not None
+            and not view.suspend
+            and _map(existing.get("spec")).get("suspend") is not True
+        ):
+            return []  # a running JobSet is never re-applied (upstream Q14)
+        return [render_jobset(info, trainjob)]
+
+    # TrainJobStatus ---------------------------------------------------------------------------------------
+
+    def status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> TrainJobStatusValue | None:
+        view = TrainJobView(trainjob)
+        jobset = reader.get(constants.JOBSET_API_VERSION, constants.JOBSET_KIND, view.name, view.namespace)
+        if jobset is None:
+            if view.is_finished:
+                return None  # the JobSet may have been deleted by its TTL; keep the status as it is
+            raise PhaseError(f'jobsets.{constants.JOBSET_GROUP} "{view.name}" not found')
+        status = cast(TrainJobStatusValue, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
+        jobset_status = _map(jobset.get("status"))
+        jobset_conditions = _list(jobset_status.get("conditions"))
+        for jobset_type, trainjob_type in (
+            ("Completed", constants.CONDITION_COMPLETE),
+            ("Failed", constants.CONDITION_FAILED),
+        ):
+            found = find_condition(jobset_conditions, jobset_type)
+            if found is not None and found.get("status") == constants.CONDITION_TRUE:
+                set_condition(status.setdefault("conditions", []), {**found, "type": trainjob_type}, now)
+        jobs_status = [
+            {
+                "name": item.get("name", ""),
+                "ready": item.get("ready", 0),
+                "succeeded": item.get("succeeded", 0),
+                "failed": item.get("failed", 0),
+                "active": item.get("active", 0),
+                "suspended": item.get("suspended", 0),
+            }
+            for item in _list(jobset_status.get("replicatedJobsStatus"))
+            if isinstance(item, dict)
+        ]
+        if jobs_status:
+            status["jobsStatus"] = cast(Any, jobs_status)
+        else:
+            status.pop("jobsStatus", None)
+        return status

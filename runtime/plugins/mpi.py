@@ -1,0 +1,374 @@
+"""The MPI plugin: SSH keys, a hostfile and the OpenMPI environment that let a launcher `mpirun` the nodes.
+
+Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/mpi/mpi.go` (`Validate`, `EnforceMLPolicy`,
+`ReconcilerBuilders`, `Build`, `buildSSHAuthSecret`, `buildHostFileConfigMap`) and the MPI constants of
+`pkg/constants/constants.go`.
+
+Active when the runtime's `mlPolicy.mpi` is set. Only OpenMPI is implemented, as upstream.
+
+CustomValidation:
+- `spec.trainer.numNodes` ≥ 2 with `runLauncherAsNode` needs both a `launcher` and a `node` replicated job;
+- `spec.trainer.env` must not set the four `OMPI_MCA_*` variables the plugin owns.
+
+EnforceMLPolicy:
+1. Counts. N = `spec.trainer.numNodes`, else `mlPolicy.numNodes` when the launcher or the node job carries
+   the trainer ancestor label. The `node` PodSet gets N, or N - 1 (at least 1) with `runLauncherAsNode`,
+   since the launcher is then one of the N hosts. A `launcher` PodSet labelled ancestor `trainer` always runs
+   one pod (upstream Q10 gave it `mlPolicy.numNodes` pods, and left `node` alone unless the TrainJob set
+   `numNodes`).
+2. Slots per host: `spec.trainer.numProcPerNode` if set, else the policy's; a policy value of 1 becomes the
+   GPU count when that is above 1 (`resourcesPerNode`, else the runtime's `node` container). The result is
+   written back into Info's copy of the policy, which the hostfile reads.
+3. Volumes: `mpi-ssh-auth` (Secret `<tj>-mpi-ssh-auth`, mode 0400; private key as `id_rsa` 0640, public key
+   as `id_rsa.pub` and `authorized_keys` 0644) on the `node` and `launcher` PodSets; `mpi-hostfile`
+   (ConfigMap `<tj>-mpi-hostfile`, `hostfile` 0444) on `launcher`. Their `node` containers mount the keys at
+   `sshAuthMountPath`; the launcher's also mounts the hostfile at `/etc/mpi` and gets
+   `OMPI_MCA_orte_default_hostfile`, `OMPI_MCA_orte_keep_fqdn_hostnames`, `OMPI_MCA_orte_set_default_slots`
+   and `OMPI_MCA_plm_rsh_args`.
+
+ComponentBuilder, in this order:
+- the Secret `<tj>-mpi-ssh-auth` (type `kubernetes.io/ssh-auth`, immutable, ECDSA P-521: `ssh-privatekey`
+  a SEC1 `EC PRIVATE KEY` PEM block, `ssh-publickey` an `authorized_keys` line), only when the Reader
+  does not have it: a key pair is never replaced;
+- the ConfigMap `<tj>-mpi-hostfile`, on every build: one `<endpoint> slots=<n>` line per pod of `node`
+  (and of `launcher` with `runLauncherAsNode`), in template order.
+Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/trainjob-name`, so a
+controller can watch only the objects it owns (trainer#3374; see `OWNED_OBJECTS_LABEL`).
+
+WatchExtension: ConfigMaps and Secrets controlled by a TrainJob. `Watch` cannot carry a label selector
+yet, so these declarations cannot confine the controller's informers to `OWNED_OBJECTS_LABEL` objects;
+until it can, the controller caches every ConfigMap and Secret (upstream's trainer#3374).
+
+Randomness: key generation is the one impure step of the pipeline. It goes through a `KeyGenerator`
+given to the plugin (default `generate_ssh_key_pair`, from the OS's randomness); tests and `render` inject
+deterministic or placeholder generators.
+
+Deliberately missing: Intel MPI and MPICH (upstream rejects them at EnforceMLPolicy, as here).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from runtime.api import constants
+from runtime.api.v1alpha1 import TrainJob
+from runtime.api.views import TrainJobView
+from runtime.framework import (
+    ComponentBuilder,
+    CustomValidation,
+    EnforceMLPolicy,
+    FieldError,
+    PhaseError,
+    PluginContext,
+    Reader,
+    Validation,
+    Watch,
+    WatchExtension,
+)
+from runtime.info import Info, PodSet, env_var, owner_reference
+from runtime.resources import gpu_count
+
+__all__ = [
+    "MPI",
+    "OWNED_OBJECTS_LABEL",
+    "RESERVED_ENV_NAMES",
+    "KeyGenerator",
+    "SSHKeyPair",
+    "generate_ssh_key_pair",
+    "hostfile_name",
+    "ssh_auth_secret_name",
+    "ssh_key_pair",
+]
+
+NAME = "MPI"
+
+OWNED_OBJECTS_LABEL = "trainer.kubeflow.org/trainjob-name"
+"""Label on the ConfigMaps and Secrets a plugin creates for a TrainJob (value: the TrainJob name)."""
+
+SSH_AUTH_SECRET_SUFFIX = "-mpi-ssh-auth"
+SSH_AUTH_VOLUME = "mpi-ssh-auth"
+SSH_PRIVATE_KEY = "ssh-privatekey"
+"""Secret key of the private key (Go `corev1.SSHAuthPrivateKey`)."""
+SSH_PUBLIC_KEY = "ssh-publickey"
+SSH_PRIVATE_KEY_FILE = "id_rsa"
+SSH_PUBLIC_KEY_FILE = "id_rsa.pub"
+SSH_AUTHORIZED_KEYS_FILE = "authorized_keys"
+SSH_AUTH_DEFAULT_MODE = 0o400
+SSH_PRIVATE_KEY_FILE_MODE = 0o640
+SSH_PUBLIC_KEY_FILE_MODE = 0o644
+SECRET_TYPE_SSH_AUTH = "kubernetes.io/ssh-auth"
+
+HOSTFILE_DIR = "/etc/mpi"
+HOSTFILE_NAME = "hostfile"
+HOSTFILE_CONFIGMAP_SUFFIX = "-mpi-hostfile"
+HOSTFILE_VOLUME = "mpi-hostfile"
+HOSTFILE_MODE = 0o444
+
+ENV_HOSTFILE_LOCATION = "OMPI_MCA_orte_default_hostfile"
+ENV_RSH_ARGS = "OMPI_MCA_plm_rsh_args"
+ENV_KEEP_FQDN_HOSTNAMES = "OMPI_MCA_orte_keep_fqdn_hostnames"
+ENV_DEFAULT_SLOTS = "OMPI_MCA_orte_set_default_slots"
+DEFAULT_RSH_ARGS = "-o ConnectionAttempts=10"
+RESERVED_ENV_NAMES = frozenset(
+    {ENV_HOSTFILE_LOCATION, ENV_RSH_ARGS, ENV_KEEP_FQDN_HOSTNAMES, ENV_DEFAULT_SLOTS}
+)
+
+_NUM_NODES_MESSAGE = (
+    "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode "
+    "does not have either launcher and node"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SSHKeyPair:
+    """An SSH key pair as the Secret stores it."""
+
+    private_key: bytes
+    """PEM (`-----BEGIN EC PRIVATE KEY-----` ...)."""
+    public_key: bytes
+    """One `authorized_keys` line, newline-terminated (`ecdsa-sha2-nistp521 AAAA...\\n`)."""
+
+
+KeyGenerator = Callable[[], SSHKeyPair]
+"""Makes a fresh key pair for one TrainJob."""
+
+
+def ssh_key_pair(private_key: ec.EllipticCurvePrivateKey) -> SSHKeyPair:
+    """The Secret's encoding of an EC key (Go `x509.MarshalECPrivateKey` + `ssh.MarshalAuthorizedKey`)."""
+    pem = private_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    public = private_key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return SSHKeyPair(private_key=pem, public_key=public + b"\n")
+
+
+def generate_ssh_key_pair() -> SSHKeyPair:
+    """A new ECDSA P-521 key pair from the operating system's randomness."""
+    return ssh_key_pair(ec.generate_private_key(ec.SECP521R1()))
+
+
+def ssh_auth_secret_name(trainjob_name: str) -> str:
+    """`<trainjob>-mpi-ssh-auth`."""
+    return trainjob_name + SSH_AUTH_SECRET_SUFFIX
+
+
+def hostfile_name(trainjob_name: str) -> str:
+    """`<trainjob>-mpi-hostfile`."""
+    return trainjob_name + HOSTFILE_CONFIGMAP_SUFFIX
+
+
+def _go_list(items: Sequence[object]) -> str:
+    """A Go `%v` of a []string: `[A B]`."""
+    return "[" + " ".join(str(i) for i in items) + "]"
+
+
+def _map(value: object) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _is_host(pod_set: PodSet, run_launcher_as_node: bool) -> bool:
+    """Whether the PodSet's pods are MPI hosts (hostfile entries)."""
+    return pod_set.name == constants.NODE or (run_launcher_as_node and pod_set.name == constants.LAUNCHER)
+
+
+def _owned_metadata(view: TrainJobView, trainjob: TrainJob, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": view.namespace,
+        "labels": {OWNED_OBJECTS_LABEL: view.name},
+        "ownerReferences": [owner_reference(trainjob)],
+    }
+
+
+class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
+    """OpenMPI: a launcher that reaches every node over SSH, with a hostfile listing them."""
+
+    name = NAME
+
+    def __init__(self, context: PluginContext | None = None, *, keygen: KeyGenerator | None = None) -> None:
+        del context  # no settings
+        self._keygen = keygen or generate_ssh_key_pair
+
+    # CustomValidation -------------------------------------------------------------------------------------
+
+    def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
+        if info.ml.mpi is None:
+            return Validation()
+        trainer = TrainJobView(new).trainer
+        if trainer is None:
+            return Validation()
+        errors: list[FieldError] = []
+        num_nodes = trainer.get("numNodes")
+        if (
+            num_nodes is not None
+            and num_nodes >= 2
+            and info.ml.mpi_run_launcher_as_node
+            and (info.find_pod_set(constants.LAUNCHER) is None or info.find_pod_set(constants.NODE) is None)
+        ):
+            errors.append(FieldError.invalid("spec.trainer.numNodes", num_nodes, _NUM_NODES_MESSAGE))
+        env = _list(trainer.get("env"))
+        reserved = sorted({str(e.get("name")) for e in env if isinstance(e, dict)} & RESERVED_ENV_NAMES)
+        if reserved:
+            errors.append(
+                FieldError.invalid(
+                    "spec.trainer.env",
+                    env,
+                    f"must not have reserved envs, invalid envs configured: {_go_list(reserved)}",
+                )
+            )
+        return Validation.of(errors)
+
+    # EnforceMLPolicy --------------------------------------------------------------------------------------
+
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
+        policy = info.ml.mpi
+        if policy is None:
+            return
+        view = TrainJobView(trainjob)
+        trainer = _map(view.trainer)
+        run_launcher_as_node = info.ml.mpi_run_launcher_as_node
+        self._set_counts(info, trainer, run_launcher_as_node)
+
+        if trainer.get("numProcPerNode") is not None:
+            policy["numProcPerNode"] = int(trainer["numProcPerNode"])
+        elif info.ml.mpi_num_proc_per_node == 1:
+            resources = info.trainer_resources() or {}
+            if trainer.get("resourcesPerNode") is not None:
+                resources = _map(trainer["resourcesPerNode"])
+            gpus = gpu_count(resources)
+            if gpus > 1:
+                policy["numProcPerNode"] = gpus
+
+        for pod_set in info.pod_sets:
+            if pod_set.name not in (constants.NODE, constants.LAUNCHER):
+                continue
+            pod_set.upsert_volumes(self._ssh_auth_volume(view.name))
+            is_launcher = pod_set.name == constants.LAUNCHER
+            if is_launcher:
+                pod_set.upsert_volumes(self._hostfile_volume(view.name))
+            for container in pod_set.containers:
+                if container.name != constants.NODE:
+                    continue
+                container.upsert_volume_mounts(
+                    {"name": SSH_AUTH_VOLUME, "mountPath": info.ml.mpi_ssh_auth_mount_path}
+                )
+                if not is_launcher:
+                    continue
+                container.upsert_volume_mounts({"name": HOSTFILE_VOLUME, "mountPath": HOSTFILE_DIR})
+                implementation = info.ml.mpi_implementation
+                if implementation != constants.MPI_IMPLEMENTATION_OPENMPI:
+                    raise PhaseError(f"MPI implementation for {implementation} doesn't supported")
+                container.upsert_env(
+                    env_var(ENV_HOSTFILE_LOCATION, f"{HOSTFILE_DIR}/{HOSTFILE_NAME}"),
+                    env_var(ENV_KEEP_FQDN_HOSTNAMES, "true"),
+                    env_var(ENV_DEFAULT_SLOTS, str(info.ml.mpi_num_proc_per_node)),
+                    env_var(ENV_RSH_ARGS, DEFAULT_RSH_ARGS),
+                )
+
+    @staticmethod
+    def _set_counts(info: Info, trainer: Mapping[str, Any], run_launcher_as_node: bool) -> None:
+        launcher = info.find_pod_set(constants.LAUNCHER)
+        node = info.find_pod_set(constants.NODE)
+        if launcher is not None and launcher.ancestor == constants.ANCESTOR_TRAINER:
+            launcher.count = 1  # one mpirun; upstream Q10 gave it mlPolicy.numNodes pods
+        if node is None:
+            return
+        num_nodes: int | None = None
+        if trainer.get("numNodes") is not None:
+            num_nodes = int(trainer["numNodes"])
+        elif constants.ANCESTOR_TRAINER in (node.ancestor, launcher.ancestor if launcher else None):
+            num_nodes = info.ml.num_nodes
+        if num_nodes is None:
+            return
+        node.count = max(num_nodes - 1, 1) if run_launcher_as_node else num_nodes
+
+    @staticmethod
+    def _ssh_auth_volume(trainjob_name: str) -> dict[str, Any]:
+        return {
+            "name": SSH_AUTH_VOLUME,
+            "secret": {
+                "secretName": ssh_auth_secret_name(trainjob_name),
+                "defaultMode": SSH_AUTH_DEFAULT_MODE,
+                "items": [
+                    {"key": SSH_PRIVATE_KEY, "path": SSH_PRIVATE_KEY_FILE, "mode": SSH_PRIVATE_KEY_FILE_MODE},
+                    {"key": SSH_PUBLIC_KEY, "path": SSH_PUBLIC_KEY_FILE, "mode": SSH_PUBLIC_KEY_FILE_MODE},
+                    {
+                        "key": SSH_PUBLIC_KEY,
+                        "path": SSH_AUTHORIZED_KEYS_FILE,
+                        "mode": SSH_PUBLIC_KEY_FILE_MODE,
+                    },
+                ],
+            },
+        }
+
+    @staticmethod
+    def _hostfile_volume(trainjob_name: str) -> dict[str, Any]:
+        return {
+            "name": HOSTFILE_VOLUME,
+            "configMap": {
+                "name": hostfile_name(trainjob_name),
+                "items": [{"key": HOSTFILE_NAME, "path": HOSTFILE_NAME, "mode": HOSTFILE_MODE}],
+            },
+        }
+
+    # WatchExtension ---------------------------------------------------------------------------------------
+
+    def watches(self) -> Sequence[Watch]:
+        return [Watch.owned("v1", "ConfigMap"), Watch.owned("v1", "Secret")]
+
+    # ComponentBuilder -------------------------------------------------------------------------------------
+
+    def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
+        if info.ml.mpi is None:
+            return []
+        view = TrainJobView(trainjob)
+        objects: list[dict[str, Any]] = []
+        secret_name = ssh_auth_secret_name(view.name)
+        if reader.get("v1", "Secret", secret_name, view.namespace) is None:
+            objects.append(self._ssh_auth_secret(view, trainjob, secret_name))
+        objects.append(self._hostfile(info, view, trainjob))
+        return objects
+
+    def _ssh_auth_secret(self, view: TrainJobView, trainjob: TrainJob, name: str) -> dict[str, Any]:
+        keys = self._keygen()
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": _owned_metadata(view, trainjob, name),
+            "type": SECRET_TYPE_SSH_AUTH,
+            "immutable": True,
+            "data": {
+                SSH_PRIVATE_KEY: base64.b64encode(keys.private_key).decode(),
+                SSH_PUBLIC_KEY: base64.b64encode(keys.public_key).decode(),
+            },
+        }
+
+    @staticmethod
+    def _hostfile(info: Info, view: TrainJobView, trainjob: TrainJob) -> dict[str, Any]:
+        run_launcher_as_node = info.ml.mpi_run_launcher_as_node
+        slots = info.ml.mpi_num_proc_per_node
+        lines: list[str] = []
+        if info.ml.mpi_implementation == constants.MPI_IMPLEMENTATION_OPENMPI:
+            for pod_set in info.pod_sets:
+                if _is_host(pod_set, run_launcher_as_node):
+                    lines.extend(f"{endpoint} slots={slots}\n" for endpoint in pod_set.endpoints)
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _owned_metadata(view, trainjob, hostfile_name(view.name)),
+            "data": {HOSTFILE_NAME: "".join(lines)},
+        }

@@ -1,0 +1,380 @@
+"""`trainer-render`: inputs, options, and every way input can be invalid (exit 2, never a traceback)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+
+from runtime.framework import FieldError
+from runtime.render import (
+    DEFAULT_CRD_DIR,
+    PLACEHOLDER_UID,
+    Document,
+    RenderError,
+    RenderOptions,
+    SchemaChecker,
+    _parse_feature_gates,
+    dump_yaml,
+    render,
+    run,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+RUNTIMES = ROOT / "config" / "runtimes"
+SCHEMAS = SchemaChecker.from_crd_dir(DEFAULT_CRD_DIR)
+
+
+def _write(tmp_path: Path, text: str, name: str = "trainjob.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+TRAINJOB = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: demo
+spec:
+  runtimeRef:
+    name: torch-distributed
+"""
+
+
+def _run(*argv: str | Path, schemas: SchemaChecker | None = SCHEMAS) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run([str(a) for a in argv], stdout=out, stderr=err, schemas=schemas)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def test_renders_the_snapshot_then_the_jobset_with_placeholders(tmp_path: Path) -> None:
+    code, out, err = _run(_write(tmp_path, TRAINJOB), "--runtime", RUNTIMES)
+    assert (code, err) == (0, "")
+    snapshot, jobset = _objects(out)
+    assert (snapshot["kind"], snapshot["metadata"]["name"]) == ("ConfigMap", "demo-runtime-snapshot")
+    assert (jobset["kind"], jobset["metadata"]["namespace"]) == ("JobSet", "default")
+    assert jobset["metadata"]["ownerReferences"][0]["uid"] == PLACEHOLDER_UID
+    assert (
+        jobset["spec"]["suspend"] is False
+    )  # the CRD default of spec.suspend, applied as the API server does
+    assert out.startswith("apiVersion: v1\n")
+    assert "\n---\napiVersion: jobset.x-k8s.io/v1alpha2\n" in out
+
+
+def test_namespace_and_uid_options_fill_what_the_file_leaves_out(tmp_path: Path) -> None:
+    code, out, _ = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-n", "team-b", "--uid", "1234")
+    jobset = _objects(out)[1]
+    assert code == 0
+    assert jobset["metadata"]["namespace"] == "team-b"
+    assert jobset["metadata"]["ownerReferences"][0]["uid"] == "1234"
+
+
+def test_a_namespace_option_contradicting_the_file_is_an_error(tmp_path: Path) -> None:
+    text = TRAINJOB.replace("  name: demo\n", "  name: demo\n  namespace: team-a\n")
+    code, out, err = _run(_write(tmp_path, text), "-r", RUNTIMES, "-n", "team-b")
+    assert (code, out) == (2, "")
+    assert "does not match --namespace 'team-b'" in err
+
+
+def test_runtimes_may_share_the_trainjob_file(tmp_path: Path) -> None:
+    runtime = (RUNTIMES / "jax-distributed.yaml").read_text()
+    text = TRAINJOB.replace("torch-distributed", "jax-distributed") + "---\n" + runtime
+    code, out, err = _run(_write(tmp_path, text))
+    assert (code, err) == (0, "")
+    assert "image: nvcr.io/nvidia/jax:25.10-py3" in out
+
+
+def test_a_training_runtime_without_namespace_is_in_the_trainjobs_namespace(tmp_path: Path) -> None:
+    runtime = _write(
+        tmp_path,
+        """\
+        apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: TrainingRuntime
+        metadata:
+          name: local
+        spec:
+          template:
+            spec:
+              replicatedJobs:
+                - name: node
+                  template:
+                    spec:
+                      template:
+                        spec:
+                          containers:
+                            - name: node
+                              image: busybox
+        """,
+        "runtime.yaml",
+    )
+    text = TRAINJOB.replace("name: torch-distributed", "name: local\n    kind: TrainingRuntime")
+    code, out, err = _run(_write(tmp_path, text), "-r", runtime, "-n", "team-c")
+    assert (code, err) == (0, "")
+    assert "kind: TrainingRuntime" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nkind: [unclosed\n", "invalid YAML: line 3, column 1"),
+        ("- just\n- a list\n", "a document must be a mapping (an object), not array"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "expected exactly one TrainJob, found 0"),
+        (TRAINJOB + "---\n" + TRAINJOB, "expected exactly one TrainJob, found 2"),
+    ],
+    ids=["syntax error", "not a mapping", "no trainjob", "two trainjobs"],
+)
+def test_unreadable_trainjob_files_exit_2_with_a_message(tmp_path: Path, text: str, message: str) -> None:
+    code, out, err = _run(_write(tmp_path, textwrap.dedent(text)), "-r", RUNTIMES)
+    assert (code, out) == (2, "")
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_a_missing_file_exits_2(tmp_path: Path) -> None:
+    code, _, err = _run(tmp_path / "nope.yaml", "-r", RUNTIMES)
+    assert code == 2
+    assert err == f"trainer-render: {tmp_path / 'nope.yaml'}: no such file or directory\n"
+
+
+def test_an_unknown_runtime_is_the_webhooks_not_found_error(tmp_path: Path) -> None:
+    code, _, err = _run(_write(tmp_path, TRAINJOB.replace("torch-distributed", "missing")), "-r", RUNTIMES)
+    assert code == 2
+    assert err == (
+        "trainer-render: TrainJob default/demo is invalid\n"
+        '  spec.RuntimeRef: Invalid value: {"name":"missing","apiGroup":"trainer.kubeflow.org",'
+        '"kind":"ClusterTrainingRuntime"}: clustertrainingruntimes.trainer.kubeflow.org "missing" not found: '
+        "specified clusterTrainingRuntime must be created before the TrainJob is created\n"
+    )
+
+
+def test_a_runtime_defined_twice_is_an_error(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "torch.yaml").write_text((RUNTIMES / "torch-distributed.yaml").read_text())
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-r", copy)
+    assert code == 2
+    assert 'ClusterTrainingRuntime "torch-distributed"' in err
+    assert "is defined twice" in err
+
+
+def test_an_invalid_runtime_is_reported_with_its_file(tmp_path: Path) -> None:
+    bad = (RUNTIMES / "torch-distributed.yaml").read_text().replace("numNodes: 1", "numNodes: one")
+    runtime = _write(tmp_path, bad, "bad.yaml")
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", runtime)
+    assert code == 2
+    assert err == (
+        f'trainer-render: ClusterTrainingRuntime "torch-distributed" ({runtime}) is invalid\n'
+        '  spec.mlPolicy.numNodes: Invalid value: "one": must be of type integer, not string\n'
+    )
+
+
+def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> None:
+    runtime = _write(
+        tmp_path,
+        """\
+        apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: ClusterTrainingRuntime
+        metadata:
+          name: torch-distributed
+        spec:
+          mlPolicy:
+            mpi:
+              mpiImplementation: ""
+          template:
+            spec:
+              replicatedJobs:
+                - name: launcher
+                  template:
+                    spec:
+                      template:
+                        spec:
+                          containers:
+                            - name: node
+        """,
+        "runtime.yaml",
+    )
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", runtime)
+    assert code == 2
+    assert err == (
+        "trainer-render: cannot build the objects of TrainJob default/demo\n"
+        "  plugin MPI failed in EnforceMLPolicy: MPI implementation for  doesn't supported\n"
+    )
+
+
+def test_a_trainjob_managed_elsewhere_renders_nothing(tmp_path: Path) -> None:
+    text = TRAINJOB + "  managedBy: kueue.x-k8s.io/multikueue\n"
+    code, out, err = _run(_write(tmp_path, text), "-r", RUNTIMES)
+    assert (code, out) == (0, "")
+    assert err == (
+        "trainer-render: TrainJob default/demo is managed by kueue.x-k8s.io/multikueue: nothing to apply\n"
+    )
+
+
+def test_a_finished_trainjob_renders_nothing(tmp_path: Path) -> None:
+    text = TRAINJOB + textwrap.dedent(
+        """\
+        status:
+          conditions:
+            - type: Complete
+              status: "True"
+              reason: AllJobsCompleted
+              message: jobset completed successfully
+              lastTransitionTime: "2026-01-02T03:04:05Z"
+        """
+    )
+    code, out, err = _run(_write(tmp_path, text), "-r", RUNTIMES)
+    assert (code, out) == (0, "")
+    assert "has finished: nothing to apply" in err
+
+
+def test_an_existing_running_jobset_is_not_rendered_again(tmp_path: Path) -> None:
+    existing = _write(
+        tmp_path,
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: demo, namespace: default}\n",
+        "cluster.yaml",
+    )
+    code, out, _ = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "--existing", existing)
+    assert code == 0
+    assert [o["kind"] for o in _objects(out)] == ["ConfigMap"]
+
+
+def test_generated_ssh_keys_are_real_keys(tmp_path: Path) -> None:
+    text = TRAINJOB.replace("torch-distributed", "deepspeed-distributed")
+    code, out, _ = _run(_write(tmp_path, text), "-r", RUNTIMES, "--ssh-keys", "generate")
+    secret = next(o for o in _objects(out) if o["kind"] == "Secret")
+    assert code == 0
+    key = serialization.load_pem_private_key(
+        base64.b64decode(secret["data"]["ssh-privatekey"]), password=None
+    )
+    assert key.key_size == 521
+
+
+def test_placeholder_ssh_keys_say_what_they_are(tmp_path: Path) -> None:
+    text = TRAINJOB.replace("torch-distributed", "deepspeed-distributed")
+    _, out, _ = _run(_write(tmp_path, text), "-r", RUNTIMES)
+    secret = next(o for o in _objects(out) if o["kind"] == "Secret")
+    assert base64.b64decode(secret["data"]["ssh-privatekey"]).startswith(
+        b"<ECDSA P-521 private key: generated"
+    )
+
+
+@pytest.mark.parametrize(
+    ("gates", "error"),
+    [
+        ("TrainJobStatus=maybe", "--feature-gates: 'TrainJobStatus=maybe' is not NAME=true|false"),
+        ("=true", ""),
+    ],
+)
+def test_malformed_feature_gates_exit_2(tmp_path: Path, gates: str, error: str) -> None:
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "--feature-gates", gates)
+    assert code == 2
+    assert error in err
+
+
+def test_feature_gates_are_parsed_like_kubernetes_component_flags() -> None:
+    # Later settings win, as with `--feature-gates` of Kubernetes components; only enabled gates remain.
+    assert _parse_feature_gates(["TrainJobStatus=true,Other=True", " Other=false ", ""]) == {"TrainJobStatus"}
+
+
+def test_rendering_a_document_that_is_not_a_trainjob_is_refused() -> None:
+    runtime = Document(source="r.yaml", obj=yaml.safe_load((RUNTIMES / "torch-distributed.yaml").read_text()))
+    with pytest.raises(RenderError, match=r"^r.yaml: expected a TrainJob \(trainer.kubeflow.org/v1alpha1\)"):
+        render(runtime, [runtime], options=RenderOptions(schemas=SCHEMAS))
+
+
+def test_missing_crds_warn_and_skip_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("runtime.render.DEFAULT_CRD_DIR", tmp_path / "no-crds")
+    code, out, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, schemas=None)
+    assert code == 0
+    assert err.startswith(
+        f"Warning: CRDs not found at {tmp_path / 'no-crds'}: schema checks and defaults skipped"
+    )
+    assert "suspend" not in _objects(out)[1]["spec"]  # no schema, no defaults
+
+
+def test_an_unexpected_exception_is_an_internal_error_without_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("boom")
+
+    monkeypatch.setattr("runtime.render.render", broken)
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES)
+    assert code == 1
+    assert err == (
+        "trainer-render: internal error: KeyError: 'boom'\n"
+        "  this is a bug in trainer-render; rerun with --traceback and report it\n"
+    )
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "--traceback")
+    assert "Traceback (most recent call last)" in err
+
+
+# SchemaChecker --------------------------------------------------------------------------------------------
+
+
+def _check(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    checked, errors = SCHEMAS.check(obj)
+    return checked, [str(e) for e in errors]
+
+
+def _trainjob(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "x"},
+        "spec": {"runtimeRef": {"name": "rt"}, **spec},
+    }
+
+
+def test_the_schema_defaults_absent_fields_and_drops_nulls() -> None:
+    checked, errors = _check(_trainjob(suspend=None))
+    assert errors == []
+    assert checked["spec"] == {
+        "runtimeRef": {"name": "rt", "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
+        "suspend": False,
+        "managedBy": "trainer.kubeflow.org/trainjob-controller",
+    }
+
+
+def test_the_schema_reports_types_bounds_lengths_and_duplicates() -> None:
+    _, errors = _check(
+        _trainjob(
+            trainer={
+                "numNodes": 2**31,
+                "image": "x" * 501,
+                "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}],
+                "command": "python",
+            },
+            runtimeRef={"name": 5},
+        )
+    )
+    assert errors == [
+        "spec.runtimeRef.name: Invalid value: 5: must be of type string, not integer",
+        "spec.trainer.numNodes: Invalid value: 2147483648: must fit in int32",
+        "spec.trainer.image: Too long: may not be longer than 500",
+        'spec.trainer.env[1]: Duplicate value: {"name":"A","value":"2"}',
+        'spec.trainer.command: Invalid value: "python": must be of type array, not string',
+    ]
+
+
+def test_the_schema_requires_required_fields() -> None:
+    obj = _trainjob()
+    del obj["spec"]["runtimeRef"]
+    _, errors = _check(obj)
+    assert errors == [str(FieldError.required("spec.runtimeRef", ""))]
+
+
+def test_dump_yaml_writes_multiline_strings_as_literal_blocks() -> None:
+    assert dump_yaml([{"b": "one\ntwo\n", "a": 1}, {"c": []}]) == "a: 1\nb: |\n  one\n  two\n---\nc: []\n"
+    assert dump_yaml([]) == ""

@@ -1,0 +1,324 @@
+"""The framework: dispatch by declared capability, deterministic order, error wrapping, plugin loading."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from runtime.api.v1alpha1 import TrainJob
+from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
+from runtime.framework import (
+    ComponentBuilder,
+    CustomValidation,
+    EnforceMLPolicy,
+    EnforcePodGroupPolicy,
+    EnforcePodSpec,
+    FieldError,
+    Framework,
+    MemoryReader,
+    Phase,
+    PhaseError,
+    PluginConfigurationError,
+    PluginContext,
+    PluginEntry,
+    PluginError,
+    PluginRegistry,
+    PreComponentBuilder,
+    Reader,
+    Stage,
+    TrainJobStatus,
+    Validation,
+    Watch,
+    WatchExtension,
+    load_plugins,
+)
+from runtime.info import Info, build_info
+from runtime.plugins import BUILTIN_ORDER, builtin_registry
+
+_READER = MemoryReader()
+_NOW = datetime(2026, 1, 1)
+
+
+def _info() -> Info:
+    trainjob: TrainJob = {
+        "metadata": {"name": "tj", "namespace": "ns"},
+        "spec": {"runtimeRef": {"name": "rt"}},
+    }
+    return build_info(trainjob, {"template": {"spec": {"replicatedJobs": []}}})
+
+
+class Recorder:
+    """Plugins append (name, phase) to a shared list -- the list is the state of the world we assert on."""
+
+    def __init__(self, log: list[tuple[str, str]], name: str) -> None:
+        self.log = log
+        self.name = name
+
+
+class Everything(
+    Recorder,
+    WatchExtension,
+    CustomValidation,
+    EnforceMLPolicy,
+    EnforcePodGroupPolicy,
+    EnforcePodSpec,
+    PreComponentBuilder,
+    ComponentBuilder,
+):
+    def watches(self) -> Sequence[Watch]:
+        return [Watch.owned("v1", f"Kind{self.name}")]
+
+    def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
+        return Validation.of([FieldError.invalid("spec", None, self.name)], [f"warning from {self.name}"])
+
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
+        self.log.append((self.name, "EnforceMLPolicy"))
+
+    def enforce_pod_group_policy(self, info: Info, trainjob: TrainJob) -> None:
+        self.log.append((self.name, "EnforcePodGroupPolicy"))
+
+    def enforce_pod_spec(self, info: Info, trainjob: TrainJob) -> None:
+        self.log.append((self.name, "EnforcePodSpec"))
+
+    def pre_build_sync(self, info: Info, trainjob: TrainJob) -> None:
+        self.log.append((self.name, "PreComponentBuilder"))
+
+    def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
+        return [{"kind": "Thing", "metadata": {"name": self.name}}]
+
+
+class Status(Recorder, TrainJobStatus):
+    def status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> TrainJobStatusValue | None:
+        return {"jobsStatus": []}
+
+
+class Undeclared(Recorder):
+    """Has an enforce method but does not subclass EnforceMLPolicy: the framework must never call it."""
+
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
+        self.log.append((self.name, "EnforceMLPolicy"))
+
+
+def _registry(log: list[tuple[str, str]], *plugins: tuple[str, type[Recorder]]) -> PluginRegistry:
+    return PluginRegistry(PluginEntry(name, lambda ctx, n=name, c=cls: c(log, n)) for name, cls in plugins)
+
+
+def test_phases_are_declared_in_execution_order() -> None:
+    assert [p.title for p in Phase] == [
+        "WatchExtension",
+        "CustomValidation",
+        "EnforceMLPolicy",
+        "EnforcePodGroupPolicy",
+        "EnforcePodSpec",
+        "PreComponentBuilder",
+        "ComponentBuilder",
+        "TrainJobStatus",
+    ]
+    assert Phase.of_stage(Stage.BUILD_INFO) == (
+        Phase.ENFORCE_ML_POLICY,
+        Phase.ENFORCE_POD_GROUP_POLICY,
+        Phase.ENFORCE_POD_SPEC,
+        Phase.PRE_COMPONENT_BUILDER,
+    )
+    for phase in Phase:
+        assert hasattr(phase.extension_point, phase.method)
+
+
+def test_enforce_runs_phase_by_phase_and_plugins_in_registry_order() -> None:
+    log: list[tuple[str, str]] = []
+    framework = Framework(_registry(log, ("B", Everything), ("A", Everything)))
+    framework.enforce(_info(), {})
+    assert log == [
+        ("B", "EnforceMLPolicy"),
+        ("A", "EnforceMLPolicy"),
+        ("B", "EnforcePodGroupPolicy"),
+        ("A", "EnforcePodGroupPolicy"),
+        ("B", "EnforcePodSpec"),
+        ("A", "EnforcePodSpec"),
+        ("B", "PreComponentBuilder"),
+        ("A", "PreComponentBuilder"),
+    ]
+
+
+def test_a_plugin_takes_part_only_in_the_phases_it_declares() -> None:
+    log: list[tuple[str, str]] = []
+    framework = Framework(_registry(log, ("U", Undeclared), ("S", Status)))
+    framework.enforce(_info(), {})
+    assert log == []
+    assert [p.name for p in framework.plugins_for(Phase.TRAINJOB_STATUS)] == ["S"]
+    assert framework.plugins_for(Phase.ENFORCE_ML_POLICY) == ()
+
+
+def test_build_concatenates_objects_in_plugin_order_and_validation_aggregates() -> None:
+    framework = Framework(_registry([], ("first", Everything), ("second", Everything)))
+    assert [o["metadata"]["name"] for o in framework.build(_info(), {}, _READER)] == ["first", "second"]
+    result = framework.validate(_info(), None, {}, _READER)
+    assert [e.message for e in result.errors] == ["first", "second"]
+    assert result.warnings == ("warning from first", "warning from second")
+    assert [w.kind for w in framework.watches()] == ["Kindfirst", "Kindsecond"]
+
+
+def test_at_most_one_status_plugin_is_allowed_at_start_up() -> None:
+    with pytest.raises(
+        PluginConfigurationError, match="too many TrainJobStatus plugins are registered: S1, S2"
+    ):
+        Framework(_registry([], ("S1", Status), ("S2", Status)))
+
+
+def test_status_without_a_status_plugin_is_none() -> None:
+    assert Framework(PluginRegistry()).status({}, _READER, _NOW) is None
+    assert Framework(_registry([], ("S", Status))).status({}, _READER, _NOW) == {"jobsStatus": []}
+
+
+class Failing(Recorder, EnforceMLPolicy, CustomValidation, ComponentBuilder):
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
+        raise PhaseError("no trainer job")
+
+    def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
+        raise KeyError("oops")
+
+    def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
+        raise ValueError("bad template")
+
+
+def test_a_plugin_exception_is_wrapped_with_plugin_and_phase() -> None:
+    framework = Framework(_registry([], ("Failing", Failing)))
+    with pytest.raises(PluginError) as enforce:
+        framework.enforce(_info(), {})
+    assert (enforce.value.plugin, enforce.value.phase) == ("Failing", Phase.ENFORCE_ML_POLICY)
+    assert str(enforce.value) == "plugin Failing failed in EnforceMLPolicy: no trainer job"
+    assert isinstance(enforce.value.__cause__, PhaseError)
+    with pytest.raises(PluginError, match="plugin Failing failed in ComponentBuilder: bad template") as build:
+        framework.build(_info(), {}, _READER)
+    assert isinstance(build.value.__cause__, ValueError)
+
+
+def test_validation_never_raises_a_crashing_plugin_becomes_an_internal_error() -> None:
+    result = Framework(_registry([], ("Failing", Failing))).validate(_info(), None, {}, _READER)
+    assert [str(e) for e in result.errors] == [
+        "spec: Internal error: plugin Failing failed in CustomValidation: 'oops'"
+    ]
+
+
+def test_a_failing_factory_or_a_misnamed_plugin_fails_start_up() -> None:
+    def broken(context: PluginContext) -> Any:
+        raise RuntimeError("no config")
+
+    with pytest.raises(PluginConfigurationError, match="initializing plugin 'Broken': no config"):
+        Framework(PluginRegistry([PluginEntry("Broken", broken)]))
+    with pytest.raises(PluginConfigurationError, match="registered as 'Alias' calls itself 'Real'"):
+        Framework(PluginRegistry([PluginEntry("Alias", lambda ctx: Status([], "Real"))]))
+
+
+def test_registry_names_are_unique() -> None:
+    with pytest.raises(PluginConfigurationError, match="registered twice"):
+        PluginRegistry([PluginEntry("A", Status), PluginEntry("A", Status)])
+
+
+# Built-ins and entry points -------------------------------------------------------------------------------
+
+
+def test_built_in_plugins_follow_the_fixed_order() -> None:
+    # Upstream Q6: Go map order was random; ours is this list, in every phase.
+    assert BUILTIN_ORDER == (
+        "JobSet",
+        "PlainML",
+        "Torch",
+        "MPI",
+        "JAX",
+        "XGBoost",
+        "Flux",
+        "CoScheduling",
+        "Volcano",
+        "TrainJobStatus",
+    )
+    names = builtin_registry(frozenset({"TrainJobStatus"})).names
+    assert list(names) == [n for n in BUILTIN_ORDER if n in names]
+    assert {"JobSet", "PlainML", "Torch"} <= set(names)
+    assert "TrainJobStatus" not in builtin_registry().names
+
+
+def test_the_jobset_plugin_is_the_one_status_plugin_of_the_built_ins() -> None:
+    framework = Framework(builtin_registry())
+    assert [p.name for p in framework.plugins_for(Phase.TRAINJOB_STATUS)] == ["JobSet"]
+    assert [p.name for p in framework.plugins_for(Phase.PRE_COMPONENT_BUILDER)] == ["JobSet"]
+
+
+@dataclass
+class FakeEntryPoint:
+    name: str
+    target: Any
+
+    def load(self) -> Any:
+        if isinstance(self.target, Exception):
+            raise self.target
+        return self.target
+
+
+class ThirdParty(EnforceMLPolicy):
+    name = "Acme"
+
+    def __init__(self, context: PluginContext) -> None:
+        self.context = context
+
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
+        info.labels["acme.io/touched"] = "yes"
+
+
+def test_enabled_third_party_plugins_run_after_the_built_ins() -> None:
+    entry_points = [FakeEntryPoint("Acme", ThirdParty), FakeEntryPoint("Unused", ImportError("not loaded"))]
+    registry = load_plugins(builtin_registry(), ["Acme"], entry_points=entry_points)
+    assert registry.names[-1] == "Acme"
+    assert registry.names[:-1] == builtin_registry().names
+    framework = Framework(registry, PluginContext(config={"acme": 1}))
+    info = _info()
+    framework.enforce(info, {"metadata": {"name": "tj"}, "spec": {}})
+    assert info.labels == {"acme.io/touched": "yes"}
+
+
+@pytest.mark.parametrize(
+    ("enabled", "message"),
+    [
+        (
+            ["Nope"],
+            r"unknown plugin 'Nope': no 'kubeflow_trainer.plugins' entry point provides it "
+            r"\(available: Acme, Broken\)",
+        ),
+        (["Torch"], "plugin 'Torch' is built in and always enabled"),
+        (["Acme", "Acme"], "plugin 'Acme' is enabled twice"),
+        (["Broken"], "loading plugin 'Broken': cannot import"),
+    ],
+)
+def test_bad_plugin_configuration_is_a_clear_error(enabled: list[str], message: str) -> None:
+    entry_points = [
+        FakeEntryPoint("Acme", ThirdParty),
+        FakeEntryPoint("Broken", ImportError("cannot import")),
+    ]
+    with pytest.raises(PluginConfigurationError, match=message):
+        load_plugins(builtin_registry(), enabled, entry_points=entry_points)
+
+
+def test_installed_entry_points_are_read_by_default() -> None:
+    # Nothing is installed under the group in this repository: enabling nothing always works.
+    assert load_plugins(builtin_registry(), []).names == builtin_registry().names
+
+
+def test_field_errors_print_like_go() -> None:
+    assert str(FieldError.invalid("spec.trainer.env", [{"name": "A"}], "bad")) == (
+        'spec.trainer.env: Invalid value: [{"name":"A"}]: bad'
+    )
+    assert (
+        str(FieldError.invalid("spec.runtimeRef.name", "x", "bad"))
+        == 'spec.runtimeRef.name: Invalid value: "x": bad'
+    )
+    assert (
+        str(FieldError.invalid("spec.trainer.numNodes", 0, "bad"))
+        == "spec.trainer.numNodes: Invalid value: 0: bad"
+    )
+    assert str(FieldError.forbidden("spec.runtimePatches", "no")) == "spec.runtimePatches: Forbidden: no"
+    assert str(FieldError.required("spec.x", "")) == "spec.x: Required value"
+    assert str(FieldError.invalid("spec.x", None, "gone")) == "spec.x: Invalid value: null: gone"
