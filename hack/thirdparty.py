@@ -9,8 +9,14 @@ only if it is not there yet and prints its directory. The CRDs:
 - JobSet ``jobset.x-k8s.io/v1alpha2`` from ``sigs.k8s.io/jobset``;
 - the scheduler-plugins PodGroup ``scheduling.x-k8s.io/v1alpha1`` from ``sigs.k8s.io/scheduler-plugins``
   (the PodGroup file only; the ElasticQuota CRD beside it is not installed);
-- the Volcano PodGroup ``scheduling.volcano.sh/v1beta1`` from ``volcano.sh/volcano`` (v1.10.0: the newest
-  release the Go module proxy serves).
+- the Volcano PodGroup ``scheduling.volcano.sh/v1beta1``: generated, when ``VOLCANO_APIS_VERSION`` and
+  ``CONTROLLER_TOOLS_VERSION`` are pinned, from the Go types of ``volcano.sh/apis`` (``PodGroupSpec`` with
+  ``networkTopology`` since v1.13, what upstream trainer builds against) by controller-gen
+  (``sigs.k8s.io/controller-tools``, run with ``go run``) into the cache directory, once per pair of
+  versions (verified with ``VOLCANO_APIS_VERSION=v1.13.0``, ``CONTROLLER_TOOLS_VERSION=v0.18.0``: the
+  v1.10.0 CRD plus ``spec.networkTopology`` and the ``queue`` default); otherwise copied from
+  ``volcano.sh/volcano`` at ``VOLCANO_VERSION`` (v1.10.0, the newest release the Go module proxy serves,
+  whose CRD predates ``networkTopology``). No third-party YAML is committed.
 
 Use as a module (``crd_paths()``, or one function per CRD) or as a script, which prints one path a line::
 
@@ -70,6 +76,29 @@ VOLCANO_PODGROUP = ThirdPartyCRD(
     paths=("config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml",),
 )
 ALL = (JOBSET, SCHEDULER_PLUGINS_PODGROUP, VOLCANO_PODGROUP)
+"""The CRDs found as files in their modules (the Volcano PodGroup is generated instead when it can be)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GeneratedCRD:
+    """A CRD that controller-gen makes from one Go package of a module (its ``+kubebuilder`` markers)."""
+
+    name: str
+    module: str
+    version_key: str
+    package: str
+    file: str  # the file controller-gen writes for it
+    generator_key: str = "CONTROLLER_TOOLS_VERSION"
+
+
+VOLCANO_PODGROUP_FROM_TYPES = GeneratedCRD(
+    name="podgroups.scheduling.volcano.sh",
+    module="volcano.sh/apis",
+    version_key="VOLCANO_APIS_VERSION",
+    package="volcano.sh/apis/pkg/apis/scheduling/v1beta1",
+    file="scheduling.volcano.sh_podgroups.yaml",
+)
+CONTROLLER_GEN = "sigs.k8s.io/controller-tools/cmd/controller-gen"
 
 
 def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
@@ -80,6 +109,72 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
         if sep and key.strip():
             versions[key.strip()] = value.strip().strip("'\"")
     return versions
+
+
+def cache_dir() -> Path:
+    """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``.
+
+    The convention of hack/cluster.py and hack/build-binaries.sh.
+    """
+    if os.environ.get("TRAINER_CACHE_DIR"):
+        return Path(os.environ["TRAINER_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubeflow-trainer-py"
+
+
+def _go(args: list[str], cwd: Path, what: str) -> None:
+    """Run ``go <args>`` in ``cwd`` (its own module, no workspace); a failure is a ThirdPartyError."""
+    go = shutil.which("go")
+    if go is None:
+        raise ThirdPartyError(f"Go is not installed: {what} needs it (install go >= 1.26)")
+    env = dict(os.environ, GOWORK="off", GOFLAGS=f"{os.environ.get('GOFLAGS', '')} -mod=mod".strip())
+    try:
+        done = subprocess.run(
+            [go, *args], capture_output=True, text=True, check=False, timeout=900, cwd=cwd, env=env
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ThirdPartyError(f"{what}: `go {' '.join(args)}` could not run: {exc}") from exc
+    if done.returncode != 0:
+        detail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1].strip()
+        raise ThirdPartyError(f"{what}: `go {' '.join(args)}` failed: {detail}")
+
+
+def generated_crd_path(crd: GeneratedCRD, versions: dict[str, str]) -> Path:
+    """The file controller-gen makes for ``crd`` at the pinned versions, generated on first use.
+
+    The result is cached under ``<cache>/crds/<module>@<version>+controller-gen@<version>/``; a run writes
+    into a private directory and renames the file into place, so concurrent runs cannot see half a file.
+    """
+    version, generator = versions[crd.version_key], versions[crd.generator_key]
+    target_dir = cache_dir() / "crds" / f"{crd.module.replace('/', '_')}@{version}+controller-gen@{generator}"
+    target = target_dir / crd.file
+    if target.is_file():
+        return target
+    target_dir.parent.mkdir(parents=True, exist_ok=True)
+    what = f"generating the {crd.name} CRD from {crd.module}@{version}"
+    with tempfile.TemporaryDirectory(dir=target_dir.parent, prefix=".generate-") as work:
+        workdir = Path(work)
+        # A throwaway module that requires the API module, so controller-gen can load the package.
+        (workdir / "go.mod").write_text("module example.invalid/crdgen\n\ngo 1.24.0\n")
+        _go(["get", f"{crd.module}@{version}"], workdir, what)
+        out = workdir / "out"
+        _go(
+            ["run", f"{CONTROLLER_GEN}@{generator}", "crd", f"paths={crd.package}", f"output:crd:dir={out}"],
+            workdir,
+            what,
+        )
+        if not (out / crd.file).is_file():
+            raise ThirdPartyError(f"{what}: controller-gen wrote no {crd.file}")
+        target_dir.mkdir(exist_ok=True)
+        os.replace(out / crd.file, target)
+    return target
+
+
+def volcano_podgroup_source(versions: dict[str, str]) -> GeneratedCRD | ThirdPartyCRD:
+    """Where the Volcano PodGroup CRD comes from with these pins: generated when both are pinned."""
+    generated = VOLCANO_PODGROUP_FROM_TYPES
+    if generated.version_key in versions and generated.generator_key in versions:
+        return generated
+    return VOLCANO_PODGROUP
 
 
 def module_dir(module: str, version: str) -> Path:
@@ -137,14 +232,22 @@ def scheduler_plugins_podgroup_crd() -> Path:
     return crd_path(SCHEDULER_PLUGINS_PODGROUP)
 
 
-def volcano_podgroup_crd() -> Path:
-    return crd_path(VOLCANO_PODGROUP)
+def volcano_podgroup_crd(versions: dict[str, str] | None = None) -> Path:
+    pinned = read_versions() if versions is None else versions
+    source = volcano_podgroup_source(pinned)
+    if isinstance(source, GeneratedCRD):
+        return generated_crd_path(source, pinned)
+    return crd_path(source, pinned)
 
 
 def crd_paths() -> list[Path]:
     """Every third-party CRD file the tests install, in a fixed order."""
     versions = read_versions()
-    return [crd_path(crd, versions) for crd in ALL]
+    return [
+        crd_path(JOBSET, versions),
+        crd_path(SCHEDULER_PLUGINS_PODGROUP, versions),
+        volcano_podgroup_crd(versions),
+    ]
 
 
 def main() -> int:

@@ -25,10 +25,12 @@ Map, read top-down (one reconcile of a TrainJob):
   framework runs), `PluginRegistry` (ordered; entry-point loading for third-party plugins), `Framework`
   (dispatch, error wrapping), `Reader` and `MemoryReader`, `FieldError` and `Validation`.
 - `runtime.plugins`: the built-in plugins in their fixed order (JobSet, PlainML, Torch, MPI, JAX, XGBoost,
-  Flux, CoScheduling, Volcano, TrainJobStatus).
+  Flux, CoScheduling, Volcano, TrainJobStatus); `runtime.plugins.podgroup` is what CoScheduling and Volcano
+  share.
 - `runtime.strategicmerge`: Kubernetes strategic merge patch over dicts (runtime patches, resourcesPerNode).
 - `runtime.resources`: exact quantities, pod requests, GPU and CPU counts.
 - `runtime.api`: the Trainer API types (`trainer.kubeflow.org/v1alpha1`), constants and read-only views.
+- `runtime.testing`: builders for plugin tests (TrainJobs, runtimes, jobs, containers as wire dicts).
 
 Writing a plugin: docs/plugins.md.
 """

@@ -38,7 +38,7 @@ and Go's zero values for absent fields in converted env vars (an env without `va
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -46,8 +46,10 @@ import orjson
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntimeSpec, TrainJob
-from runtime.api.views import MLPolicyView, TrainJobView
+from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list
 from runtime.framework.errors import FrameworkError
+from runtime.framework.extensions import Watch
+from runtime.framework.validation import FieldError
 from runtime.resources import ResourceList, pod_requests
 from runtime.strategicmerge import (
     JOBSET_SPEC,
@@ -57,20 +59,27 @@ from runtime.strategicmerge import (
 )
 
 __all__ = [
+    "JOB_COMPLETION_INDEX_FIELD_PATH",
     "Container",
     "Info",
     "PodSet",
     "RuntimePatchError",
     "Scheduler",
     "TrainerOverrides",
+    "apply_num_nodes",
     "build_info",
     "convert_env_var",
     "env_var",
     "env_var_from_field",
+    "first_trainer_pod_host",
     "iter_containers",
     "omit_empty",
+    "owned_object_metadata",
+    "owned_object_watches",
     "owner_reference",
+    "reserved_env_error",
     "trainer_env",
+    "trainer_resources_per_node",
     "upsert_env",
     "upsert_ports",
     "upsert_volume_mounts",
@@ -92,14 +101,6 @@ class RuntimePatchError(FrameworkError):
 def _copy(value: Any) -> Any:
     """A private deep copy of a JSON value (an orjson round trip: cheaper than `copy.deepcopy`)."""
     return orjson.loads(orjson.dumps(value))
-
-
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -153,6 +154,29 @@ def owner_reference(trainjob: TrainJob) -> dict[str, Any]:
     }
 
 
+def owned_object_metadata(trainjob: TrainJob, name: str) -> dict[str, Any]:
+    """The metadata of a ConfigMap or Secret built for the TrainJob: `name` in its namespace, controlled by
+    it, labelled `trainer.kubeflow.org/trainjob-name: <trainjob>` (what the controller's narrowed ConfigMap
+    and Secret watches select: `Watch.label_selector`)."""
+    view = TrainJobView(trainjob)
+    return {
+        "name": name,
+        "namespace": view.namespace,
+        "labels": {constants.LABEL_TRAINJOB_NAME: view.name},
+        "ownerReferences": [owner_reference(trainjob)],
+    }
+
+
+def owned_object_watches() -> list[Watch]:
+    """The watches that go with `owned_object_metadata`: ConfigMaps and Secrets a TrainJob controls, only
+    those with the label, so the controller never caches the cluster's other ConfigMaps and Secrets
+    (trainer#3374). Equal values from several plugins are one watch (`Framework.watches`)."""
+    return [
+        Watch.owned("v1", "ConfigMap", label_selector=constants.LABEL_TRAINJOB_NAME),
+        Watch.owned("v1", "Secret", label_selector=constants.LABEL_TRAINJOB_NAME),
+    ]
+
+
 def _upsert(
     items: list[dict[str, Any]],
     new: Mapping[str, Any],
@@ -199,6 +223,24 @@ def upsert_volume_mounts(items: list[dict[str, Any]], *mounts: Mapping[str, Any]
         _upsert(items, mount, lambda a, b: a.get("mountPath") == b.get("mountPath"))
 
 
+def _upsert_field(
+    obj: dict[str, Any],
+    key: str,
+    upsert: Callable[..., None],
+    new: Sequence[Mapping[str, Any]],
+) -> None:
+    """Upsert `new` into the list `obj[key]`, which is created only when there is something to put in it.
+
+    So upserting nothing never writes an empty list (`env: []`) where the template had none.
+    """
+    if not new:
+        return
+    items = obj.get(key)
+    if not isinstance(items, list):
+        items = obj[key] = []
+    upsert(items, *new)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The model
 
@@ -234,35 +276,29 @@ class Container:
 
     @property
     def env(self) -> Sequence[Mapping[str, Any]]:
-        return _list(self.obj.get("env"))
+        return as_list(self.obj.get("env"))
 
     @property
     def ports(self) -> Sequence[Mapping[str, Any]]:
-        return _list(self.obj.get("ports"))
+        return as_list(self.obj.get("ports"))
 
     @property
     def volume_mounts(self) -> Sequence[Mapping[str, Any]]:
-        return _list(self.obj.get("volumeMounts"))
+        return as_list(self.obj.get("volumeMounts"))
 
     @property
     def resources(self) -> Mapping[str, Any] | None:
         value = self.obj.get("resources")
         return value if isinstance(value, dict) else None
 
-    def _items(self, key: str) -> list[dict[str, Any]]:
-        items = self.obj.get(key)
-        if not isinstance(items, list):
-            items = self.obj[key] = []
-        return items
-
     def upsert_env(self, *envs: Mapping[str, Any]) -> None:
-        upsert_env(self._items("env"), *envs)
+        _upsert_field(self.obj, "env", upsert_env, envs)
 
     def upsert_ports(self, *ports: Mapping[str, Any]) -> None:
-        upsert_ports(self._items("ports"), *ports)
+        _upsert_field(self.obj, "ports", upsert_ports, ports)
 
     def upsert_volume_mounts(self, *mounts: Mapping[str, Any]) -> None:
-        upsert_volume_mounts(self._items("volumeMounts"), *mounts)
+        _upsert_field(self.obj, "volumeMounts", upsert_volume_mounts, mounts)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Container) and self.obj is other.obj
@@ -318,11 +354,11 @@ class PodSet:
 
     @property
     def containers(self) -> list[Container]:
-        return [Container(c) for c in _list(self.pod_spec.get("containers")) if isinstance(c, dict)]
+        return [Container(c) for c in as_list(self.pod_spec.get("containers")) if isinstance(c, dict)]
 
     @property
     def init_containers(self) -> list[Container]:
-        return [Container(c) for c in _list(self.pod_spec.get("initContainers")) if isinstance(c, dict)]
+        return [Container(c) for c in as_list(self.pod_spec.get("initContainers")) if isinstance(c, dict)]
 
     def find_container(self, name: str) -> Container | None:
         """The container of that name, else the init container of that name, else None."""
@@ -342,13 +378,10 @@ class PodSet:
 
     @property
     def volumes(self) -> Sequence[Mapping[str, Any]]:
-        return _list(self.pod_spec.get("volumes"))
+        return as_list(self.pod_spec.get("volumes"))
 
     def upsert_volumes(self, *volumes: Mapping[str, Any]) -> None:
-        items = self.pod_spec.get("volumes")
-        if not isinstance(items, list):
-            items = self.pod_spec["volumes"] = []
-        upsert_volumes(items, *volumes)
+        _upsert_field(self.pod_spec, "volumes", upsert_volumes, volumes)
 
     @property
     def single_pod_requests(self) -> ResourceList:
@@ -442,8 +475,8 @@ class Info:
                 if container.name == constants.NODE and container.resources is not None:
                     resources = container.resources
                     return {
-                        "limits": dict(_map(resources.get("limits"))),
-                        "requests": dict(_map(resources.get("requests"))),
+                        "limits": dict(as_dict(resources.get("limits"))),
+                        "requests": dict(as_dict(resources.get("requests"))),
                     }
         return None
 
@@ -466,23 +499,23 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
     """The template spec with every runtime patch applied, replicated jobs in the runtime's order."""
     order = {
         rjob.get("name"): index
-        for index, rjob in enumerate(_list(spec.get("replicatedJobs")))
+        for index, rjob in enumerate(as_list(spec.get("replicatedJobs")))
         if isinstance(rjob, dict)
     }
     for patch in trainjob.runtime_patches:
-        patch_spec = _map(_map(_map(patch).get("trainingRuntimeSpec")).get("template")).get("spec")
+        patch_spec = as_dict(as_dict(as_dict(patch).get("trainingRuntimeSpec")).get("template")).get("spec")
         if patch_spec is None:
             continue
-        manager = _map(patch).get("manager")
+        manager = as_dict(patch).get("manager")
         try:
-            spec = strategic_merge(spec, omit_empty(_map(patch_spec)), JOBSET_SPEC)
+            spec = strategic_merge(spec, omit_empty(as_dict(patch_spec)), JOBSET_SPEC)
         except StrategicMergeError as exc:
             raise RuntimePatchError(
                 f"applying runtime patch of manager {manager!r}: {exc}", manager=manager
             ) from exc
-    jobs = _list(spec.get("replicatedJobs"))
+    jobs = as_list(spec.get("replicatedJobs"))
     # Restore the runtime's order (SMP may reorder); names unknown to the runtime sort first, as upstream.
-    jobs.sort(key=lambda rjob: order.get(_map(rjob).get("name"), 0))
+    jobs.sort(key=lambda rjob: order.get(as_dict(rjob).get("name"), 0))
     return spec
 
 
@@ -492,21 +525,23 @@ def _merge_trainer_resources(
     """Merge `spec.trainer.resourcesPerNode` into the `node` container of the trainer job(s), in place."""
     patch = omit_empty(dict(resources_per_node))
     for rjob in jobs:
-        job = _map(rjob)
-        labels = _map(_map(_map(job.get("template")).get("metadata")).get("labels"))
+        job = as_dict(rjob)
+        labels = as_dict(as_dict(as_dict(job.get("template")).get("metadata")).get("labels"))
         is_trainer = (
             has_ml_policy and labels.get(constants.LABEL_TRAINJOB_ANCESTOR) == constants.ANCESTOR_TRAINER
         )
         is_launcher_as_node = ml_policy.mpi_run_launcher_as_node and job.get("name") == constants.NODE
         if not (is_trainer or is_launcher_as_node):
             continue
-        pod_template = _map(_map(_map(job.get("template")).get("spec")).get("template"))
+        pod_template = as_dict(as_dict(as_dict(job.get("template")).get("spec")).get("template"))
         if "spec" not in pod_template:
             continue
-        for container in _list(_map(pod_template["spec"]).get("containers")):
+        for container in as_list(as_dict(pod_template["spec"]).get("containers")):
             if isinstance(container, dict) and container.get("name") == constants.NODE:
                 try:
-                    merged = strategic_merge(_map(container.get("resources")), patch, RESOURCE_REQUIREMENTS)
+                    merged = strategic_merge(
+                        as_dict(container.get("resources")), patch, RESOURCE_REQUIREMENTS
+                    )
                 except StrategicMergeError as exc:
                     raise RuntimePatchError(f"merging spec.trainer.resourcesPerNode: {exc}") from exc
                 container["resources"] = merged
@@ -526,19 +561,19 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
        (default 1) for the trainer ancestor when the runtime has an mlPolicy, and is at least 1.
     """
     view = TrainJobView(trainjob)
-    spec_view = _map(runtime_spec)
-    template = _map(spec_view.get("template"))
-    metadata = _map(template.get("metadata"))
-    labels = {str(k): str(v) for k, v in _map(metadata.get("labels")).items()}
-    annotations = {str(k): str(v) for k, v in _map(metadata.get("annotations")).items()}
+    spec_view = as_dict(runtime_spec)
+    template = as_dict(spec_view.get("template"))
+    metadata = as_dict(template.get("metadata"))
+    labels = {str(k): str(v) for k, v in as_dict(metadata.get("labels")).items()}
+    annotations = {str(k): str(v) for k, v in as_dict(metadata.get("annotations")).items()}
     for patch in view.runtime_patches:
-        patch_metadata = _map(
-            _map(_map(_map(patch).get("trainingRuntimeSpec")).get("template")).get("metadata")
+        patch_metadata = as_dict(
+            as_dict(as_dict(as_dict(patch).get("trainingRuntimeSpec")).get("template")).get("metadata")
         )
-        labels.update(_map(patch_metadata.get("labels")))
-        annotations.update(_map(patch_metadata.get("annotations")))
+        labels.update(as_dict(patch_metadata.get("labels")))
+        annotations.update(as_dict(patch_metadata.get("annotations")))
 
-    working = _patched_template_spec(view, _copy(_map(template.get("spec"))))
+    working = _patched_template_spec(view, _copy(as_dict(template.get("spec"))))
     ml_policy = cast(
         "MLPolicy | None", _copy(spec_view["mlPolicy"]) if spec_view.get("mlPolicy") is not None else None
     )
@@ -547,8 +582,8 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         _copy(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
     )
     ml = MLPolicyView(ml_policy)
-    jobs = _list(working.get("replicatedJobs"))
-    resources_per_node = _map(view.trainer).get("resourcesPerNode")
+    jobs = as_list(working.get("replicatedJobs"))
+    resources_per_node = as_dict(view.trainer).get("resourcesPerNode")
     if isinstance(resources_per_node, dict):
         _merge_trainer_resources(jobs, ml, ml_policy is not None, resources_per_node)
 
@@ -556,7 +591,7 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
     for rjob in jobs:
         if not isinstance(rjob, dict):
             continue
-        job_labels = _map(_map(_map(rjob.get("template")).get("metadata")).get("labels"))
+        job_labels = as_dict(as_dict(as_dict(rjob.get("template")).get("metadata")).get("labels"))
         ancestor = job_labels.get(constants.LABEL_TRAINJOB_ANCESTOR)
         pod_set = PodSet(name=str(rjob.get("name", "")), ancestor=ancestor, job=rjob)
         count = pod_set.count
@@ -565,7 +600,7 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         pod_set.count = max(count, 1)
         pod_sets.append(pod_set)
 
-    trainer = _map(view.trainer)
+    trainer = as_dict(view.trainer)
     overrides = TrainerOverrides(
         image=trainer.get("image"),
         command=list(trainer["command"]) if trainer.get("command") is not None else None,
@@ -579,7 +614,7 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         template=working,
         pod_sets=pod_sets,
         trainer=overrides,
-        runtime_template=_map(template.get("spec")),
+        runtime_template=as_dict(template.get("spec")),
     )
 
 
@@ -587,7 +622,7 @@ def trainer_env(trainjob: TrainJob) -> list[dict[str, Any]]:
     """`spec.trainer.env`, converted for applying (empty without a trainer)."""
     return [
         convert_env_var(env)
-        for env in _list(_map(TrainJobView(trainjob).trainer).get("env"))
+        for env in as_list(as_dict(TrainJobView(trainjob).trainer).get("env"))
         if isinstance(env, dict)
     ]
 
@@ -597,3 +632,47 @@ def iter_containers(info: Info) -> Iterable[Container]:
     for pod_set in info.pod_sets:
         yield from pod_set.containers
         yield from pod_set.init_containers
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the ML-policy plugins read of `spec.trainer` (each upstream plugin repeats these steps)
+
+
+def apply_num_nodes(info: Info, trainjob: TrainJob) -> PodSet | None:
+    """The trainer PodSet (the first labelled ancestor `trainer`), its count set to `spec.trainer.numNodes`
+    when the TrainJob sets it; None without such a PodSet."""
+    pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
+    num_nodes = as_dict(TrainJobView(trainjob).trainer).get("numNodes")
+    if pod_set is not None and num_nodes is not None:
+        pod_set.count = int(num_nodes)
+    return pod_set
+
+
+def trainer_resources_per_node(info: Info, trainjob: TrainJob) -> dict[str, Any]:
+    """A trainer node's resources as the plugins size processes by them: `spec.trainer.resourcesPerNode`
+    when set (as written, not merged), else the runtime's `node` container's (`Info.trainer_resources`),
+    else {}."""
+    resources = as_dict(TrainJobView(trainjob).trainer).get("resourcesPerNode")
+    if resources is not None:
+        return as_dict(resources)
+    return info.trainer_resources() or {}
+
+
+def first_trainer_pod_host(trainjob_name: str) -> str:
+    """`<trainjob>-node-0-0.<trainjob>`: the first trainer pod, where rank 0 (master, coordinator, tracker)
+    runs. As upstream, the subdomain is the TrainJob name whatever `spec.network.subdomain` says."""
+    return f"{trainjob_name}-{constants.NODE}-0-0.{trainjob_name}"
+
+
+def reserved_env_error(trainjob: TrainJob, reserved: Set[str]) -> FieldError | None:
+    """The `spec.trainer.env` error for setting env vars a plugin owns (named sorted, as Go prints a
+    `[]string`), or None when it sets none of `reserved`."""
+    env = as_list(as_dict(TrainJobView(trainjob).trainer).get("env"))
+    names = sorted({str(e.get("name")) for e in env if isinstance(e, dict)} & reserved)
+    if not names:
+        return None
+    return FieldError.invalid(
+        "spec.trainer.env",
+        env,
+        f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]",
+    )

@@ -49,7 +49,7 @@ import yaml
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import TrainJobView
+from runtime.api.views import ObjectView, TrainJobView
 from runtime.core import RuntimeRegistry
 from runtime.framework import (
     ErrorType,
@@ -127,25 +127,12 @@ _Loader.yaml_implicit_resolvers = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Document:
-    """One YAML document of a file: where it came from, and the object."""
+class Document(ObjectView):
+    """One YAML document of a file: where it came from, and the object (read through `ObjectView`)."""
 
+    obj: dict[str, Any]
     source: str
     """`path` for a one-document file, `path#N` (1-based) otherwise."""
-    obj: dict[str, Any]
-
-    @property
-    def api_version(self) -> str:
-        return str(self.obj.get("apiVersion", ""))
-
-    @property
-    def kind(self) -> str:
-        return str(self.obj.get("kind", ""))
-
-    @property
-    def name(self) -> str:
-        metadata = self.obj.get("metadata")
-        return str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
 
     def describe(self) -> str:
         return f'{self.kind} "{self.name}" ({self.source})'
@@ -190,23 +177,20 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return str(problem)
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),  # before int: booleans are ints in Python, not integers in a schema
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def _json_type(value: object) -> str:
     """The JSON type of a decoded value, as a schema names it (booleans are not integers)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -48,6 +48,9 @@ LABEL_SUPPORT: Final = "trainer.kubeflow.org/support"
 SUPPORT_DEPRECATED: Final = "deprecated"
 LABEL_WEBHOOK_VALIDATION: Final = "trainer.kubeflow.org/webhook-validation"
 WEBHOOK_VALIDATION_DISABLED: Final = "disabled"
+LABEL_TRAINJOB_NAME: Final = "trainer.kubeflow.org/trainjob-name"
+"""On the ConfigMaps and Secrets built for a TrainJob (value: its name), so a controller can watch and cache
+only those (`Watch.label_selector`) instead of every ConfigMap and Secret of the cluster (trainer#3374)."""
 RESOURCE_IN_USE_FINALIZER: Final = "trainer.kubeflow.org/resource-in-use"
 """Legacy (≤ v2.2) runtime finalizer; the runtime controllers only strip it."""
 RUNTIME_DEPRECATION_POLICY_URL: Final = (

@@ -10,6 +10,8 @@ Guarantees:
 - Every default a view applies is the default in the CRD schema (or, for `mlPolicy.numNodes`, the documented
   default 1), so an object read from a file or built in a test reads the same as one the API server defaulted.
   Explicit values, including JSON null for an optional field, are read as absent only when Go would see nil.
+- The tolerant readers every module uses for nested wire values, `as_dict`, `as_list` and
+  `replicated_job_pod_spec`, read a missing or mistyped level as empty, never raise, and never copy.
 
 Deliberately missing: setters (build new dicts instead), validation (the API server and the webhook do that).
 """
@@ -34,7 +36,16 @@ from runtime.api.v1alpha1 import (
     TrainJobSpec,
 )
 
-__all__ = ["MLPolicyView", "ObjectView", "RuntimeView", "TrainJobView", "find_condition"]
+__all__ = [
+    "MLPolicyView",
+    "ObjectView",
+    "RuntimeView",
+    "TrainJobView",
+    "as_dict",
+    "as_list",
+    "find_condition",
+    "replicated_job_pod_spec",
+]
 
 
 def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
@@ -45,8 +56,23 @@ def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | N
     return None
 
 
-def _mapping(value: object) -> dict[str, Any]:
+def as_dict(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else {}: a missing or mistyped field reads as empty, as Go reads nil.
+
+    The result is the dict inside the object, not a copy (read-only when the object is); {} is detached.
+    """
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[Any]:
+    """`value` if it is a JSON array, else [] (the list inside the object, not a copy)."""
+    return value if isinstance(value, list) else []
+
+
+def replicated_job_pod_spec(replicated_job: object) -> dict[str, Any]:
+    """A JobSet replicated job's pod spec (`template.spec.template.spec`), or {} where a level is missing."""
+    job_template = as_dict(as_dict(replicated_job).get("template"))
+    return as_dict(as_dict(as_dict(job_template.get("spec")).get("template")).get("spec"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +83,7 @@ class ObjectView:
 
     @property
     def metadata(self) -> ObjectMetaFull:
-        return cast(ObjectMetaFull, _mapping(self.obj.get("metadata")))
+        return cast(ObjectMetaFull, as_dict(self.obj.get("metadata")))
 
     @property
     def name(self) -> str:
@@ -94,22 +120,22 @@ class TrainJobView(ObjectView):
 
     @property
     def spec(self) -> TrainJobSpec:
-        return cast(TrainJobSpec, _mapping(self.obj.get("spec")))
+        return cast(TrainJobSpec, as_dict(self.obj.get("spec")))
 
     @property
     def runtime_ref_name(self) -> str:
-        return str(_mapping(self.spec.get("runtimeRef")).get("name", ""))
+        return str(as_dict(self.spec.get("runtimeRef")).get("name", ""))
 
     @property
     def runtime_ref_kind(self) -> str:
         """`spec.runtimeRef.kind`, default `ClusterTrainingRuntime`."""
-        kind = _mapping(self.spec.get("runtimeRef")).get("kind")
+        kind = as_dict(self.spec.get("runtimeRef")).get("kind")
         return constants.CLUSTER_TRAINING_RUNTIME_KIND if kind is None else str(kind)
 
     @property
     def runtime_ref_api_group(self) -> str:
         """`spec.runtimeRef.apiGroup`, default `trainer.kubeflow.org`."""
-        group = _mapping(self.spec.get("runtimeRef")).get("apiGroup")
+        group = as_dict(self.spec.get("runtimeRef")).get("apiGroup")
         return constants.GROUP if group is None else str(group)
 
     @property
@@ -146,11 +172,11 @@ class TrainJobView(ObjectView):
 
     @property
     def conditions(self) -> Sequence[Condition]:
-        return _mapping(self.obj.get("status")).get("conditions") or ()
+        return as_dict(self.obj.get("status")).get("conditions") or ()
 
     @property
     def jobs_status(self) -> Sequence[JobStatus]:
-        return _mapping(self.obj.get("status")).get("jobsStatus") or ()
+        return as_dict(self.obj.get("status")).get("jobsStatus") or ()
 
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.conditions, type_)
@@ -250,7 +276,7 @@ class RuntimeView(ObjectView):
 
     @property
     def spec(self) -> TrainingRuntimeSpec:
-        return cast(TrainingRuntimeSpec, _mapping(self.obj.get("spec")))
+        return cast(TrainingRuntimeSpec, as_dict(self.obj.get("spec")))
 
     @property
     def is_cluster_scoped(self) -> bool:
@@ -272,7 +298,7 @@ class RuntimeView(ObjectView):
     @property
     def coscheduling_schedule_timeout_seconds(self) -> int | None:
         """`podGroupPolicy.coscheduling.scheduleTimeoutSeconds` (default 60), or None without coscheduling."""
-        source = _mapping(self.pod_group_policy).get("coscheduling")
+        source = as_dict(self.pod_group_policy).get("coscheduling")
         if not isinstance(source, dict):
             return None
         value = source.get("scheduleTimeoutSeconds")
@@ -280,4 +306,4 @@ class RuntimeView(ObjectView):
 
     @property
     def template(self) -> JobSetTemplateSpec:
-        return cast(JobSetTemplateSpec, _mapping(self.spec.get("template")))
+        return cast(JobSetTemplateSpec, as_dict(self.spec.get("template")))

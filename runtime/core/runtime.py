@@ -40,7 +40,7 @@ import orjson
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
-from runtime.api.views import ObjectView, TrainJobView, find_condition
+from runtime.api.views import ObjectView, TrainJobView, as_dict, find_condition
 from runtime.core.errors import (
     InvalidTrainJobError,
     RuntimeNotFoundError,
@@ -66,10 +66,6 @@ __all__ = [
     "registry_key",
     "trainjob_field_errors",
 ]
-
-
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 def registry_key(kind: str, group: str) -> str:
@@ -190,7 +186,7 @@ class Runtime:
     def _runtime_for_validation(
         self, old: TrainJob | None, new: TrainJob, reader: Reader
     ) -> tuple[Mapping[str, Any] | None, FieldError | None]:
-        ref = _map(TrainJobView(new).spec.get("runtimeRef"))
+        ref = as_dict(TrainJobView(new).spec.get("runtimeRef"))
         try:
             runtime = self.get_runtime(new, reader)
         except ReadError as exc:
@@ -301,7 +297,7 @@ class RuntimeRegistry(Mapping[str, Runtime]):
         try:
             runtime = self.runtime_for(new)
         except UnsupportedRuntimeError as exc:
-            ref = _map(TrainJobView(new).spec.get("runtimeRef"))
+            ref = as_dict(TrainJobView(new).spec.get("runtimeRef"))
             return Validation.of([FieldError.invalid("spec.runtimeRef", dict(ref), str(exc))])
         return runtime.validate(old, new, reader)
 

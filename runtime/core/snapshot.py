@@ -4,7 +4,9 @@ Go origin: kubeflow/trainer `pkg/runtime/core/snapshot.go` (`getRuntimeSnapshot`
 
 Guarantees:
 - `build_snapshot` returns the ConfigMap apply body: name `<trainjob>-runtime-snapshot`, the TrainJob's
-  namespace, the TrainJob as controller owner (so it is garbage-collected with it), and `data.runtime`,
+  namespace, the TrainJob as controller owner (so it is garbage-collected with it), the label
+  `trainer.kubeflow.org/trainjob-name: <trainjob>` (not upstream's: it puts the snapshot in the controller's
+  label-narrowed ConfigMap cache, which the MPI and Flux watches declare), and `data.runtime`,
   the YAML of the whole runtime object (`apiVersion`, `kind`, `metadata`, `spec`; keys sorted, as Go's
   `sigs.k8s.io/yaml` writes them). The runtime's `managedFields` and `status` are left out.
 - `read_snapshot` accepts a ConfigMap only if it is controlled by this TrainJob (owner UID), has the
@@ -12,7 +14,9 @@ Guarantees:
   when the TrainJob sets them, and name); otherwise it raises `SnapshotError` with upstream's message.
 
 Deliberately missing: rewriting an existing snapshot. A snapshot is written once (and again only if it was
-deleted); later runtime edits never reach an existing TrainJob.
+deleted); later runtime edits never reach an existing TrainJob. So a snapshot an older controller wrote
+keeps having no label; `get_snapshot` still finds it, because a `Reader` never answers None from a
+label-narrowed cache alone (`runtime.framework.reader`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView
 from runtime.core.errors import SnapshotError
 from runtime.framework.reader import Reader
-from runtime.info import owner_reference
+from runtime.info import owned_object_metadata
 
 __all__ = ["build_snapshot", "get_snapshot", "read_snapshot", "snapshot_name"]
 
@@ -44,7 +48,6 @@ def snapshot_name(trainjob: TrainJob) -> str:
 
 def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """The snapshot ConfigMap of `runtime` (a TrainingRuntime or ClusterTrainingRuntime of `kind`)."""
-    view = TrainJobView(trainjob)
     metadata = {k: v for k, v in (runtime.get("metadata") or {}).items() if k != "managedFields"}
     frozen = {
         "apiVersion": constants.API_VERSION,
@@ -55,11 +58,7 @@ def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) ->
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": snapshot_name(trainjob),
-            "namespace": view.namespace,
-            "ownerReferences": [owner_reference(trainjob)],
-        },
+        "metadata": owned_object_metadata(trainjob, snapshot_name(trainjob)),
         "data": {
             constants.RUNTIME_SNAPSHOT_KEY: yaml.dump(
                 frozen, Dumper=_Dumper, sort_keys=True, default_flow_style=False

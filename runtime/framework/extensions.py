@@ -68,17 +68,34 @@ class Watch:
     `optional` says what the controller does when the kind is not served by the API server at start-up:
     True → skip this watch (and log that the CRD is missing); False → log an error and register it anyway
     (upstream's JobSet behaviour: the watch starts working once the CRD is installed).
+
+    `label_selector` (Kubernetes selector syntax: `key`, `key=value`, `key in (a,b)`, ...; None: every
+    object) narrows the watch to matching objects: the controller sends it to the API server, so objects
+    outside it are neither delivered nor cached (controller-runtime `cache.ByObject{Label: ...}`). It is
+    how a plugin that watches a common kind (ConfigMaps, Secrets) keeps the controller from caching every
+    object of that kind in the cluster (trainer#3374). Two consequences the controller owns:
+    - It caches a kind once. When the watches of one kind disagree on the selector, it must cache what
+      all of them need (no selector at all, unless it can express the union).
+    - Objects outside the selector are missing from the cache but may exist (created before the label
+      was set, e.g. by an older controller), so the `Reader` must not report them absent on a cache miss
+      alone: see `runtime.framework.reader`.
+
+    Watches are values: two equal declarations are one watch (`Framework.watches` drops repeats), so
+    plugins that need the same watch declare it with the same (module-level) mapping function.
     """
 
     api_version: str
     kind: str
     map_to_trainjobs: MapFunc | None = None
     optional: bool = False
+    label_selector: str | None = None
 
     @classmethod
-    def owned(cls, api_version: str, kind: str, *, optional: bool = False) -> Watch:
-        """Watch objects of a kind that TrainJobs own (as controller)."""
-        return cls(api_version=api_version, kind=kind, optional=optional)
+    def owned(
+        cls, api_version: str, kind: str, *, optional: bool = False, label_selector: str | None = None
+    ) -> Watch:
+        """Watch objects of a kind that TrainJobs own (as controller), optionally only labelled ones."""
+        return cls(api_version=api_version, kind=kind, optional=optional, label_selector=label_selector)
 
 
 class Plugin(Protocol):

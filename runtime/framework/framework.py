@@ -9,6 +9,9 @@ Guarantees:
 - At most one plugin implements TrainJobStatus, checked at construction ("too many TrainJobStatus plugins
   are registered").
 - `enforce` runs every `Stage.BUILD_INFO` phase in `Phase` order; the first failure aborts.
+- `watches` lists each distinct `Watch` once, where it was first declared: plugins that share a watch
+  (MPI and Flux their ConfigMaps and Secrets; CoScheduling and Volcano LimitRanges and RuntimeClasses)
+  declare equal values, and the controller registers each once.
 - Every exception a plugin raises during a reconcile phase comes out as `PluginError(plugin, phase)` chained
   to the original. `validate` never raises: a plugin that raises there becomes an `Internal error` field
   error naming the plugin.
@@ -95,10 +98,12 @@ class Framework:
             raise PluginError(plugin=plugin.name, phase=phase, cause=exc) from exc
 
     def watches(self) -> list[Watch]:
-        """Every WatchExtension plugin's watches, in plugin order."""
+        """Every WatchExtension plugin's watches, in plugin order, each distinct watch once (first seen)."""
         found: list[Watch] = []
         for plugin in self._by_phase[Phase.WATCH_EXTENSION]:
-            found.extend(self._call(plugin, Phase.WATCH_EXTENSION, cast(WatchExtension, plugin).watches))
+            for watch in self._call(plugin, Phase.WATCH_EXTENSION, cast(WatchExtension, plugin).watches):
+                if watch not in found:  # equality, not hashing: a mapping function need not be hashable
+                    found.append(watch)
         return found
 
     def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:

@@ -12,6 +12,16 @@ Contract of every `Reader`:
 - `list` filters by namespace (None: all namespaces) and by label equality; the order is by namespace then
   name, so callers that iterate it stay deterministic.
 - Reads may be stale (a cache); callers treat what they read as a hint and the API server as the truth.
+- `get` finds every object that exists, whatever the controller chose to cache. A cache narrowed by a
+  `Watch.label_selector` holds only the labelled objects of its kind, so a miss there proves nothing:
+  the controller's Reader then asks the API server (a live GET; NotFound → None) before answering None.
+  Plugins decide "create only when missing" on `get`, and what they look for may predate the label: the
+  MPI SSH Secret and the runtime snapshot ConfigMap an older controller wrote carry none. Taking them
+  for absent would re-apply them: a fresh key pair on an immutable Secret is rejected on every
+  reconcile, and a rewritten snapshot silently moves a running TrainJob to the current runtime. The
+  fallback costs one request per miss: once before such an object is first created, and on every read
+  of an object older than the label.
+- `list` of a kind the controller caches under a label selector returns only the matching objects.
 
 Deliberately missing: field selectors, set-based label selectors, resource versions and writes.
 """
@@ -36,7 +46,10 @@ class Reader(Protocol):
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Mapping[str, Any] | None:
-        """The object, or None when it does not exist. Raises `ReadError` for any other failure."""
+        """The object, or None when it does not exist. Raises `ReadError` for any other failure.
+
+        None means "not in the cluster", never merely "not in a cache narrowed by a label selector".
+        """
         ...
 
     def list(
@@ -58,7 +71,8 @@ class MemoryReader:
 
     Objects are stored as given (not copied); `add` replaces an object with the same apiVersion, kind,
     namespace and name. `errors` makes reads of a kind fail, to test error paths. It models no caching,
-    staleness, defaulting or discovery: a kind nobody added simply has no objects.
+    staleness, label-selected caches, defaulting or discovery: a kind nobody added simply has no objects,
+    and `get` finds every object added, labelled or not (what the controller's Reader owes too).
     """
 
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:

@@ -31,7 +31,8 @@ ComponentBuilder, on every build:
   SHA-256 of the TrainJob UID, so every build yields the same Secret.
 Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/trainjob-name`.
 
-WatchExtension: ConfigMaps and Secrets controlled by a TrainJob (the same watches as MPI).
+WatchExtension: ConfigMaps and Secrets controlled by a TrainJob and carrying that label (the same watches
+as MPI, declared once by the framework; trainer#3374).
 
 Upstream Q2, fixed by defaulting: upstream dereferences `spec.trainer` and `spec.trainer.numNodes` and
 crashes without them. Here N, the number of Flux hosts, is `spec.trainer.numNodes`, else the `node`
@@ -48,13 +49,13 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import TrainJobView
+from runtime.api.views import TrainJobView, as_dict, as_list
 from runtime.framework import (
     ComponentBuilder,
     CustomValidation,
@@ -67,8 +68,7 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import Info, owner_reference
-from runtime.plugins.mpi import OWNED_OBJECTS_LABEL
+from runtime.info import Info, owned_object_metadata, owned_object_watches, trainer_resources_per_node
 from runtime.resources import gpu_count
 
 __all__ = [
@@ -112,14 +112,6 @@ DEFAULT_SETTINGS: Mapping[str, str] = {
 
 _RESERVED_MESSAGE = f"InitContainer '{INSTALLER_CONTAINER}' is reserved"
 _Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-
-
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 # Pure helpers --------------------------------------------------------------------------------------------
@@ -170,7 +162,7 @@ def broker_settings(info: Info, trainjob: TrainJob) -> dict[str, str]:
         for env in container.env:
             if env.get("name") in settings and isinstance(env.get("value"), str):
                 settings[str(env["name"])] = str(env["value"])
-    for env in _list(_map(TrainJobView(trainjob).trainer).get("env")):
+    for env in as_list(as_dict(TrainJobView(trainjob).trainer).get("env")):
         if isinstance(env, dict) and env.get("name") in settings:
             settings[str(env["name"])] = str(env.get("value") or "")
     return settings
@@ -182,10 +174,10 @@ def original_command(info: Info, trainjob: TrainJob) -> str:
     container = info.find_container_by_ancestor(constants.ANCESTOR_TRAINER, constants.NODE)
     if container is not None:
         command = [str(c) for c in container.command or ()]
-    trainer = _map(TrainJobView(trainjob).trainer)
+    trainer = as_dict(TrainJobView(trainjob).trainer)
     if trainer.get("command") is not None:
         command = [str(c) for c in trainer["command"]]
-    args = [str(a) for a in _list(trainer.get("args"))]
+    args = [str(a) for a in as_list(trainer.get("args"))]
     return " ".join([*command, *args]).strip()
 
 
@@ -441,7 +433,7 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
     # WatchExtension ---------------------------------------------------------------------------------------
 
     def watches(self) -> Sequence[Watch]:
-        return [Watch.owned("v1", "ConfigMap"), Watch.owned("v1", "Secret")]
+        return owned_object_watches()
 
     # ComponentBuilder -------------------------------------------------------------------------------------
 
@@ -451,7 +443,7 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
         view = TrainJobView(trainjob)
         settings = broker_settings(info, trainjob)
         scripts = {
-            ENTRYPOINT_KEY: self._entrypoint_script(info, view),
+            ENTRYPOINT_KEY: self._entrypoint_script(info, trainjob),
             INIT_KEY: self._init_script(info, view, settings),
         }
         certificate = curve_certificate(view.name, view.uid).encode()
@@ -459,45 +451,34 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": self._metadata(view, trainjob, view.name + ENTRYPOINT_SUFFIX),
+                "metadata": owned_object_metadata(trainjob, view.name + ENTRYPOINT_SUFFIX),
                 "data": scripts,
             },
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": self._metadata(view, trainjob, view.name + CURVE_SUFFIX),
+                "metadata": owned_object_metadata(trainjob, view.name + CURVE_SUFFIX),
                 "data": {CURVE_KEY: base64.b64encode(certificate).decode()},
             },
         ]
 
     @staticmethod
-    def _metadata(view: TrainJobView, trainjob: TrainJob, name: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "namespace": view.namespace,
-            "labels": {OWNED_OBJECTS_LABEL: view.name},
-            "ownerReferences": [owner_reference(trainjob)],
-        }
-
-    @staticmethod
     def _num_hosts(info: Info, view: TrainJobView) -> int:
         """`spec.trainer.numNodes`, else the `node` PodSet's count, else `mlPolicy.numNodes` (upstream Q2)."""
-        num_nodes = _map(view.trainer).get("numNodes")
+        num_nodes = as_dict(view.trainer).get("numNodes")
         if num_nodes is not None:
             return int(num_nodes)
         node = info.find_pod_set(constants.NODE)
         return node.count if node is not None else info.ml.num_nodes
 
-    def _entrypoint_script(self, info: Info, view: TrainJobView) -> str:
-        trainer = _map(view.trainer)
+    def _entrypoint_script(self, info: Info, trainjob: TrainJob) -> str:
+        view = TrainJobView(trainjob)
+        trainer = as_dict(view.trainer)
         nodes = self._num_hosts(info, view)
         tasks = info.ml.flux_num_proc_per_node
         if trainer.get("numProcPerNode") is not None:
             tasks = int(trainer["numProcPerNode"])
-        resources = info.trainer_resources() or {}
-        if trainer.get("resourcesPerNode") is not None:
-            resources = _map(trainer["resourcesPerNode"])
-        gpus = gpu_count(resources)
+        gpus = gpu_count(trainer_resources_per_node(info, trainjob))
         flags = f"-N {nodes} -n {tasks * nodes}"
         spec = f"--cores={host_range(tasks)}"
         if gpus > 0:
@@ -510,7 +491,7 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
 
     def _init_script(self, info: Info, view: TrainJobView, settings: Mapping[str, str]) -> str:
         hosts = hostlist(view.name, self._num_hosts(info, view))
-        subdomain = str(_map(info.template.get("network")).get("subdomain") or view.name)
+        subdomain = str(as_dict(info.template.get("network")).get("subdomain") or view.name)
         domain = f"{subdomain}.{view.namespace}.svc.cluster.local"
         broker = _fill(
             _BROKER_TOML,

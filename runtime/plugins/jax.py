@@ -24,7 +24,14 @@ from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.framework import EnforceMLPolicy, PluginContext
-from runtime.info import JOB_COMPLETION_INDEX_FIELD_PATH, Info, env_var, env_var_from_field
+from runtime.info import (
+    JOB_COMPLETION_INDEX_FIELD_PATH,
+    Info,
+    apply_num_nodes,
+    env_var,
+    env_var_from_field,
+    first_trainer_pod_host,
+)
 
 __all__ = ["JAX"]
 
@@ -46,17 +53,14 @@ class JAX(EnforceMLPolicy):
         if info.ml.jax is None:
             return
         view = TrainJobView(trainjob)
-        trainer = view.trainer
-        trainer_pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
-        if trainer_pod_set is not None and trainer is not None and trainer.get("numNodes") is not None:
-            trainer_pod_set.count = int(trainer["numNodes"])
-        if trainer is None:
+        trainer_pod_set = apply_num_nodes(info, trainjob)
+        if view.trainer is None:
             return
         container = info.find_container_by_ancestor(constants.ANCESTOR_TRAINER, constants.NODE)
         if container is None:
             return
         num_nodes = trainer_pod_set.count if trainer_pod_set is not None else 1
-        coordinator = f"{view.name}-{constants.NODE}-0-0.{view.name}:{constants.CONTAINER_TRAINER_PORT}"
+        coordinator = f"{first_trainer_pod_host(view.name)}:{constants.CONTAINER_TRAINER_PORT}"
         container.upsert_env(
             env_var(ENV_NUM_PROCESSES, str(num_nodes)),
             env_var_from_field(ENV_PROCESS_ID, JOB_COMPLETION_INDEX_FIELD_PATH),

@@ -39,7 +39,7 @@ import orjson
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
-from runtime.api.views import TrainJobView, find_condition
+from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
 from runtime.core.status import set_condition
 from runtime.framework import (
     ComponentBuilder,
@@ -77,31 +77,19 @@ _SUSPEND_TO_PATCH = (
 )
 
 
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _ancestor(rjob: Mapping[str, Any]) -> str | None:
-    labels = _map(_map(_map(rjob.get("template")).get("metadata")).get("labels"))
+    labels = as_dict(as_dict(as_dict(rjob.get("template")).get("metadata")).get("labels"))
     value = labels.get(constants.LABEL_TRAINJOB_ANCESTOR)
     return None if value is None else str(value)
-
-
-def _pod_spec(rjob: Mapping[str, Any]) -> dict[str, Any]:
-    return _map(_map(_map(_map(rjob.get("template")).get("spec")).get("template")).get("spec"))
 
 
 def _containers_by_job(spec: Mapping[str, Any]) -> dict[str, set[str]]:
     """Replicated job name → the names of its containers and init containers."""
     found: dict[str, set[str]] = {}
-    for rjob in _list(spec.get("replicatedJobs")):
-        pod_spec = _pod_spec(_map(rjob))
-        containers = (*_list(pod_spec.get("initContainers")), *_list(pod_spec.get("containers")))
-        found[str(_map(rjob).get("name"))] = {str(_map(c).get("name")) for c in containers}
+    for rjob in as_list(spec.get("replicatedJobs")):
+        pod_spec = replicated_job_pod_spec(rjob)
+        containers = (*as_list(pod_spec.get("initContainers")), *as_list(pod_spec.get("containers")))
+        found[str(as_dict(rjob).get("name"))] = {str(as_dict(c).get("name")) for c in containers}
     return found
 
 
@@ -146,13 +134,13 @@ def _initializer_overrides(rjob: dict[str, Any], step: str, source: Mapping[str,
     rjob["replicas"] = 1
     if source is None:
         return
-    for obj in _list(_pod_spec(rjob).get("containers")):
+    for obj in as_list(replicated_job_pod_spec(rjob).get("containers")):
         if not isinstance(obj, dict) or obj.get("name") != step:
             continue
         container = Container(obj)
         if source.get("storageUri") is not None:
             container.upsert_env(env_var(INITIALIZER_ENV_STORAGE_URI, str(source["storageUri"])))
-        container.upsert_env(*(convert_env_var(e) for e in _list(source.get("env")) if isinstance(e, dict)))
+        container.upsert_env(*(convert_env_var(e) for e in as_list(source.get("env")) if isinstance(e, dict)))
         secret_ref = source.get("secretRef")
         if isinstance(secret_ref, dict):
             obj.setdefault("envFrom", []).append({"secretRef": {"name": secret_ref.get("name", "")}})
@@ -162,10 +150,10 @@ def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
     """The JobSet apply body for the TrainJob, rendered from `info` (which it does not modify)."""
     view = TrainJobView(trainjob)
     spec = cast(dict[str, Any], orjson.loads(orjson.dumps(info.template)))
-    initializer = _map(view.initializer)
+    initializer = as_dict(view.initializer)
     run_launcher_as_node = info.ml.mpi_run_launcher_as_node
     env = trainer_env(trainjob)
-    for rjob in _list(spec.get("replicatedJobs")):
+    for rjob in as_list(spec.get("replicatedJobs")):
         if not isinstance(rjob, dict):
             continue
         ancestor = _ancestor(rjob)
@@ -175,7 +163,9 @@ def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
             _initializer_overrides(rjob, ancestor, source if isinstance(source, dict) else None)
         if ancestor == constants.ANCESTOR_TRAINER:
             rjob["replicas"] = 1
-        containers = [c for c in _list(_pod_spec(rjob).get("containers")) if isinstance(c, dict)]
+        containers = [
+            c for c in as_list(replicated_job_pod_spec(rjob).get("containers")) if isinstance(c, dict)
+        ]
         for obj in containers:
             if obj.get("name") != constants.NODE:
                 continue
@@ -191,7 +181,7 @@ def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
                 or (run_launcher_as_node and rjob.get("name") == constants.NODE)
             ):
                 Container(obj).upsert_env(*env)
-        pod_template = _map(_map(rjob.get("template")).get("spec")).get("template")
+        pod_template = as_dict(as_dict(rjob.get("template")).get("spec")).get("template")
         if isinstance(pod_template, dict):
             if info.scheduler.pod_labels:
                 pod_template.setdefault("metadata", {}).setdefault("labels", {}).update(
@@ -230,11 +220,11 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
 
     def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
         view = TrainJobView(new)
-        runtime_ref = dict(_map(view.spec.get("runtimeRef")))
+        runtime_ref = dict(as_dict(view.spec.get("runtimeRef")))
         containers_by_job = _containers_by_job(info.template)
         runtime_containers_by_job = _containers_by_job(info.runtime_template)
         errors: list[FieldError] = []
-        initializer = _map(view.initializer)
+        initializer = as_dict(view.initializer)
         for key, step, config in (
             ("dataset", constants.DATASET_INITIALIZER, "datasetConfig"),
             ("model", constants.MODEL_INITIALIZER, "modelConfig"),
@@ -260,9 +250,9 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
             errors.extend(
                 domain_prefixed_path_errors(f"{_RUNTIME_PATCHES}.manager", str(patch.get("manager", "")))
             )
-            spec = _map(_map(_map(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
-            for job_patch in _list(spec.get("replicatedJobs")):
-                job_name = _map(job_patch).get("name")
+            spec = as_dict(as_dict(as_dict(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
+            for job_patch in as_list(spec.get("replicatedJobs")):
+                job_name = as_dict(job_patch).get("name")
                 names = runtime_containers_by_job.get(str(job_name))
                 if names is None:
                     errors.append(
@@ -273,13 +263,9 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                         )
                     )
                     continue
-                pod_spec = _map(_map(_map(_map(job_patch).get("template")).get("spec")).get("template")).get(
-                    "spec"
-                )
-                if not isinstance(pod_spec, dict):
-                    continue
-                for container in _list(pod_spec.get("initContainers")):
-                    if _map(container).get("name") not in names:
+                pod_spec = replicated_job_pod_spec(job_patch)
+                for container in as_list(pod_spec.get("initContainers")):
+                    if as_dict(container).get("name") not in names:
                         errors.append(
                             FieldError.invalid(
                                 _RUNTIME_PATCHES,
@@ -288,8 +274,8 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                                 f"{job_name}",
                             )
                         )
-                for container in _list(pod_spec.get("containers")):
-                    container_name = _map(container).get("name")
+                for container in as_list(pod_spec.get("containers")):
+                    container_name = as_dict(container).get("name")
                     if container_name not in names:
                         errors.append(
                             FieldError.invalid(
@@ -298,7 +284,7 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                                 f"must not have container that doesn't exist in the runtime job {job_name}",
                             )
                         )
-                    elif _map(container).get("env") and container_name in (
+                    elif as_dict(container).get("env") and container_name in (
                         constants.DATASET_INITIALIZER,
                         constants.MODEL_INITIALIZER,
                         constants.NODE,
@@ -354,7 +340,7 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                 "RuntimePatches cannot be modified when the JobSet's ReplicatedJob "
                 f"{status.get('name')} is still active",
             )
-            for status in _list(_map(jobset.get("status")).get("replicatedJobsStatus"))
+            for status in as_list(as_dict(jobset.get("status")).get("replicatedJobsStatus"))
             if isinstance(status, dict) and (status.get("active") or 0) > 0
         ]
 
@@ -367,7 +353,7 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
 
     def pre_build_sync(self, info: Info, trainjob: TrainJob) -> None:
         name = TrainJobView(trainjob).name
-        subdomain = _map(info.template.get("network")).get("subdomain") or name
+        subdomain = as_dict(info.template.get("network")).get("subdomain") or name
         for pod_set in info.pod_sets:
             pod_set.endpoints = endpoints(name, pod_set.name, pod_set.replicas, pod_set.count, str(subdomain))
 
@@ -379,7 +365,7 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
         if (
             existing is not None
             and not view.suspend
-            and _map(existing.get("spec")).get("suspend") is not True
+            and as_dict(existing.get("spec")).get("suspend") is not True
         ):
             return []  # a running JobSet is never re-applied (upstream Q14)
         return [render_jobset(info, trainjob)]
@@ -394,8 +380,8 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                 return None  # the JobSet may have been deleted by its TTL; keep the status as it is
             raise PhaseError(f'jobsets.{constants.JOBSET_GROUP} "{view.name}" not found')
         status = cast(TrainJobStatusValue, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
-        jobset_status = _map(jobset.get("status"))
-        jobset_conditions = _list(jobset_status.get("conditions"))
+        jobset_status = as_dict(jobset.get("status"))
+        jobset_conditions = as_list(jobset_status.get("conditions"))
         for jobset_type, trainjob_type in (
             ("Completed", constants.CONDITION_COMPLETE),
             ("Failed", constants.CONDITION_FAILED),
@@ -412,7 +398,7 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                 "active": item.get("active", 0),
                 "suspended": item.get("suspended", 0),
             }
-            for item in _list(jobset_status.get("replicatedJobsStatus"))
+            for item in as_list(jobset_status.get("replicatedJobsStatus"))
             if isinstance(item, dict)
         ]
         if jobs_status:

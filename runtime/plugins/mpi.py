@@ -32,12 +32,15 @@ ComponentBuilder, in this order:
   does not have it: a key pair is never replaced;
 - the ConfigMap `<tj>-mpi-hostfile`, on every build: one `<endpoint> slots=<n>` line per pod of `node`
   (and of `launcher` with `runLauncherAsNode`), in template order.
-Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/trainjob-name`, so a
-controller can watch only the objects it owns (trainer#3374; see `OWNED_OBJECTS_LABEL`).
+Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/trainjob-name`
+(`constants.LABEL_TRAINJOB_NAME`).
 
-WatchExtension: ConfigMaps and Secrets controlled by a TrainJob. `Watch` cannot carry a label selector
-yet, so these declarations cannot confine the controller's informers to `OWNED_OBJECTS_LABEL` objects;
-until it can, the controller caches every ConfigMap and Secret (upstream's trainer#3374).
+WatchExtension: ConfigMaps and Secrets controlled by a TrainJob, only those with that label, so the
+controller caches the objects TrainJobs own rather than every ConfigMap and Secret of the cluster
+(trainer#3374: upstream's cluster-wide watches ran its controller out of memory). The hostfile is
+re-applied on every build, so an old unlabelled one gains the label; the Secret is applied only when the
+Reader does not find it, and the Reader finds unlabelled ones too (see `runtime.framework.reader`), so a
+Secret an older controller wrote is never replaced.
 
 Randomness: key generation is the one impure step of the pipeline. It goes through a `KeyGenerator`
 given to the plugin (default `generate_ssh_key_pair`, from the OS's randomness); tests and `render` inject
@@ -51,14 +54,14 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import TrainJobView
+from runtime.api.views import TrainJobView, as_dict
 from runtime.framework import (
     ComponentBuilder,
     CustomValidation,
@@ -71,12 +74,19 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import Info, PodSet, env_var, owner_reference
+from runtime.info import (
+    Info,
+    PodSet,
+    env_var,
+    owned_object_metadata,
+    owned_object_watches,
+    reserved_env_error,
+    trainer_resources_per_node,
+)
 from runtime.resources import gpu_count
 
 __all__ = [
     "MPI",
-    "OWNED_OBJECTS_LABEL",
     "RESERVED_ENV_NAMES",
     "KeyGenerator",
     "SSHKeyPair",
@@ -87,9 +97,6 @@ __all__ = [
 ]
 
 NAME = "MPI"
-
-OWNED_OBJECTS_LABEL = "trainer.kubeflow.org/trainjob-name"
-"""Label on the ConfigMaps and Secrets a plugin creates for a TrainJob (value: the TrainJob name)."""
 
 SSH_AUTH_SECRET_SUFFIX = "-mpi-ssh-auth"
 SSH_AUTH_VOLUME = "mpi-ssh-auth"
@@ -167,31 +174,9 @@ def hostfile_name(trainjob_name: str) -> str:
     return trainjob_name + HOSTFILE_CONFIGMAP_SUFFIX
 
 
-def _go_list(items: Sequence[object]) -> str:
-    """A Go `%v` of a []string: `[A B]`."""
-    return "[" + " ".join(str(i) for i in items) + "]"
-
-
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _is_host(pod_set: PodSet, run_launcher_as_node: bool) -> bool:
     """Whether the PodSet's pods are MPI hosts (hostfile entries)."""
     return pod_set.name == constants.NODE or (run_launcher_as_node and pod_set.name == constants.LAUNCHER)
-
-
-def _owned_metadata(view: TrainJobView, trainjob: TrainJob, name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "namespace": view.namespace,
-        "labels": {OWNED_OBJECTS_LABEL: view.name},
-        "ownerReferences": [owner_reference(trainjob)],
-    }
 
 
 class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
@@ -220,16 +205,9 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
             and (info.find_pod_set(constants.LAUNCHER) is None or info.find_pod_set(constants.NODE) is None)
         ):
             errors.append(FieldError.invalid("spec.trainer.numNodes", num_nodes, _NUM_NODES_MESSAGE))
-        env = _list(trainer.get("env"))
-        reserved = sorted({str(e.get("name")) for e in env if isinstance(e, dict)} & RESERVED_ENV_NAMES)
-        if reserved:
-            errors.append(
-                FieldError.invalid(
-                    "spec.trainer.env",
-                    env,
-                    f"must not have reserved envs, invalid envs configured: {_go_list(reserved)}",
-                )
-            )
+        reserved = reserved_env_error(new, RESERVED_ENV_NAMES)
+        if reserved is not None:
+            errors.append(reserved)
         return Validation.of(errors)
 
     # EnforceMLPolicy --------------------------------------------------------------------------------------
@@ -239,17 +217,14 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
         if policy is None:
             return
         view = TrainJobView(trainjob)
-        trainer = _map(view.trainer)
+        trainer = as_dict(view.trainer)
         run_launcher_as_node = info.ml.mpi_run_launcher_as_node
         self._set_counts(info, trainer, run_launcher_as_node)
 
         if trainer.get("numProcPerNode") is not None:
             policy["numProcPerNode"] = int(trainer["numProcPerNode"])
         elif info.ml.mpi_num_proc_per_node == 1:
-            resources = info.trainer_resources() or {}
-            if trainer.get("resourcesPerNode") is not None:
-                resources = _map(trainer["resourcesPerNode"])
-            gpus = gpu_count(resources)
+            gpus = gpu_count(trainer_resources_per_node(info, trainjob))
             if gpus > 1:
                 policy["numProcPerNode"] = gpus
 
@@ -328,7 +303,7 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
     # WatchExtension ---------------------------------------------------------------------------------------
 
     def watches(self) -> Sequence[Watch]:
-        return [Watch.owned("v1", "ConfigMap"), Watch.owned("v1", "Secret")]
+        return owned_object_watches()
 
     # ComponentBuilder -------------------------------------------------------------------------------------
 
@@ -339,16 +314,16 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
         objects: list[dict[str, Any]] = []
         secret_name = ssh_auth_secret_name(view.name)
         if reader.get("v1", "Secret", secret_name, view.namespace) is None:
-            objects.append(self._ssh_auth_secret(view, trainjob, secret_name))
-        objects.append(self._hostfile(info, view, trainjob))
+            objects.append(self._ssh_auth_secret(trainjob, secret_name))
+        objects.append(self._hostfile(info, trainjob))
         return objects
 
-    def _ssh_auth_secret(self, view: TrainJobView, trainjob: TrainJob, name: str) -> dict[str, Any]:
+    def _ssh_auth_secret(self, trainjob: TrainJob, name: str) -> dict[str, Any]:
         keys = self._keygen()
         return {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": _owned_metadata(view, trainjob, name),
+            "metadata": owned_object_metadata(trainjob, name),
             "type": SECRET_TYPE_SSH_AUTH,
             "immutable": True,
             "data": {
@@ -358,7 +333,7 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
         }
 
     @staticmethod
-    def _hostfile(info: Info, view: TrainJobView, trainjob: TrainJob) -> dict[str, Any]:
+    def _hostfile(info: Info, trainjob: TrainJob) -> dict[str, Any]:
         run_launcher_as_node = info.ml.mpi_run_launcher_as_node
         slots = info.ml.mpi_num_proc_per_node
         lines: list[str] = []
@@ -369,6 +344,6 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _owned_metadata(view, trainjob, hostfile_name(view.name)),
+            "metadata": owned_object_metadata(trainjob, hostfile_name(TrainJobView(trainjob).name)),
             "data": {HOSTFILE_NAME: "".join(lines)},
         }

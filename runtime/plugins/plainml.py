@@ -18,7 +18,7 @@ from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.framework import EnforceMLPolicy, PluginContext
-from runtime.info import Info, trainer_env
+from runtime.info import Info, apply_num_nodes, trainer_env
 
 __all__ = ["PlainML"]
 
@@ -36,13 +36,9 @@ class PlainML(EnforceMLPolicy):
     def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
         if info.ml.torch is not None or info.ml.mpi is not None or info.ml.jax is not None:
             return
-        trainer = TrainJobView(trainjob).trainer
-        if trainer is None:
+        if TrainJobView(trainjob).trainer is None:
             return
-        num_nodes = trainer.get("numNodes")
-        trainer_pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
-        if num_nodes is not None and trainer_pod_set is not None:
-            trainer_pod_set.count = int(num_nodes)
+        apply_num_nodes(info, trainjob)
         container = info.find_container_by_ancestor(constants.ANCESTOR_TRAINER, constants.NODE)
         if container is not None:
             container.upsert_env(*trainer_env(trainjob))

@@ -29,11 +29,11 @@ Deliberately missing: elastic PyTorch (waits on JobSet support upstream).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import TrainJobView
+from runtime.api.views import TrainJobView, as_dict, as_list
 from runtime.framework import (
     CustomValidation,
     EnforceMLPolicy,
@@ -43,7 +43,17 @@ from runtime.framework import (
     Reader,
     Validation,
 )
-from runtime.info import JOB_COMPLETION_INDEX_FIELD_PATH, Info, env_var, env_var_from_field, trainer_env
+from runtime.info import (
+    JOB_COMPLETION_INDEX_FIELD_PATH,
+    Info,
+    apply_num_nodes,
+    env_var,
+    env_var_from_field,
+    first_trainer_pod_host,
+    reserved_env_error,
+    trainer_env,
+    trainer_resources_per_node,
+)
 from runtime.resources import cpu_count, gpu_count
 
 __all__ = [
@@ -94,19 +104,6 @@ SUPPORTED_MODELS = frozenset({MODEL_LLAMA3_2_1B, MODEL_LLAMA3_2_3B, MODEL_LLAMA3
 
 NumProcPerNode = int | str
 """An explicit process count, or the string `auto` (Go `intstr.IntOrString`)."""
-
-
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _go_list(items: Sequence[object]) -> str:
-    """A Go `%v` of a []string: `[A B]`."""
-    return "[" + " ".join(str(i) for i in items) + "]"
 
 
 # torchtune -----------------------------------------------------------------------------------------------
@@ -176,7 +173,7 @@ def extract_overrides_from_runtime(info: Info) -> list[str]:
 
 def _torchtune_errors(info: Info, trainjob: TrainJob) -> list[FieldError]:
     view = TrainJobView(trainjob)
-    trainer = _map(view.trainer)
+    trainer = as_dict(view.trainer)
     runtime_ref_name = view.runtime_ref_name
     model = model_from_runtime_ref(runtime_ref_name)
     errors = []
@@ -194,11 +191,9 @@ def _torchtune_errors(info: Info, trainjob: TrainJob) -> list[FieldError]:
     num_proc: NumProcPerNode = (
         "auto" if trainer.get("numProcPerNode") is None else int(trainer["numProcPerNode"])
     )
-    resources = trainer.get("resourcesPerNode")
-    if resources is None:
-        resources = info.trainer_resources() or {}
-    args = [str(a) for a in _list(trainer.get("args"))]
-    _, config = recipe_and_config(num_nodes, num_proc, gpu_count(resources), args, runtime_ref_name)
+    gpus = gpu_count(trainer_resources_per_node(info, trainjob))
+    args = [str(a) for a in as_list(trainer.get("args"))]
+    _, config = recipe_and_config(num_nodes, num_proc, gpus, args, runtime_ref_name)
     if SUFFIX_QLORA_DISTRIBUTED in config:
         if model == MODEL_QWEN2_5_1_5B:
             errors.append(
@@ -247,7 +242,9 @@ def _torchtune_errors(info: Info, trainjob: TrainJob) -> list[FieldError]:
 
 def _targets(info: Info) -> list[Mapping[str, Any]]:
     return [
-        t for t in _list(_map(_map(info.ml.torch).get("envInjection")).get("targets")) if isinstance(t, dict)
+        t
+        for t in as_list(as_dict(as_dict(info.ml.torch).get("envInjection")).get("targets"))
+        if isinstance(t, dict)
     ]
 
 
@@ -265,7 +262,7 @@ class Torch(CustomValidation, EnforceMLPolicy):
         errors = []
         for target in _targets(info):
             job_name = str(target.get("jobName", ""))
-            for container_name in _list(target.get("containerNames")):
+            for container_name in as_list(target.get("containerNames")):
                 if info.find_container(job_name, str(container_name)) is None:
                     errors.append(
                         FieldError.invalid(
@@ -277,16 +274,9 @@ class Torch(CustomValidation, EnforceMLPolicy):
                     )
         trainer = TrainJobView(new).trainer
         if trainer is not None:
-            env = _list(trainer.get("env"))
-            reserved = sorted({str(e.get("name")) for e in env if isinstance(e, dict)} & RESERVED_ENV_NAMES)
-            if reserved:
-                errors.append(
-                    FieldError.invalid(
-                        "spec.trainer.env",
-                        env,
-                        f"must not have reserved envs, invalid envs configured: {_go_list(reserved)}",
-                    )
-                )
+            reserved = reserved_env_error(new, RESERVED_ENV_NAMES)
+            if reserved is not None:
+                errors.append(reserved)
             if trainer.get("command") == TORCHTUNE_ENTRYPOINT:
                 errors.extend(_torchtune_errors(info, new))
         return Validation.of(errors)
@@ -296,16 +286,12 @@ class Torch(CustomValidation, EnforceMLPolicy):
             return
         view = TrainJobView(trainjob)
         trainer = view.trainer
-        trainer_pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
-        if trainer_pod_set is not None and trainer is not None and trainer.get("numNodes") is not None:
-            trainer_pod_set.count = int(trainer["numNodes"])
+        trainer_pod_set = apply_num_nodes(info, trainjob)
 
         num_proc: NumProcPerNode = "auto"
         if trainer is not None and trainer.get("numProcPerNode") is not None:
             num_proc = int(trainer["numProcPerNode"])
-        resources = info.trainer_resources() or {}
-        if trainer is not None and trainer.get("resourcesPerNode") is not None:
-            resources = _map(trainer["resourcesPerNode"])
+        resources = trainer_resources_per_node(info, trainjob)
         gpus = gpu_count(resources)
         if num_proc == "auto" and gpus == 0:
             num_proc = max(1, cpu_count(resources))
@@ -317,7 +303,7 @@ class Torch(CustomValidation, EnforceMLPolicy):
             env_var_from_field(ENV_NODE_RANK, JOB_COMPLETION_INDEX_FIELD_PATH),
         ]
         master_envs = [
-            env_var(ENV_MASTER_ADDR, f"{view.name}-{constants.NODE}-0-0.{view.name}"),
+            env_var(ENV_MASTER_ADDR, first_trainer_pod_host(view.name)),
             env_var(ENV_MASTER_PORT, str(constants.CONTAINER_TRAINER_PORT)),
         ]
 
@@ -339,7 +325,7 @@ class Torch(CustomValidation, EnforceMLPolicy):
         # Auxiliary containers (preflight checks, sidecars) may need the master address even for torchtune.
         for target in _targets(info):
             job_name = str(target.get("jobName", ""))
-            for container_name in _list(target.get("containerNames")):
+            for container_name in as_list(target.get("containerNames")):
                 found = info.find_container(job_name, str(container_name))
                 if found is None:
                     raise PhaseError(
@@ -361,10 +347,10 @@ class Torch(CustomValidation, EnforceMLPolicy):
             or (isinstance(num_proc, str) and gpus > 1)
         ):
             args.append(
-                f"{TORCHTUNE_ARG_RDZV_ENDPOINT}={view.name}-{constants.NODE}-0-0.{view.name}:"
+                f"{TORCHTUNE_ARG_RDZV_ENDPOINT}={first_trainer_pod_host(view.name)}:"
                 f"{constants.CONTAINER_TRAINER_PORT}"
             )
-        trainer_args = [str(a) for a in _list(_map(view.trainer).get("args"))]
+        trainer_args = [str(a) for a in as_list(as_dict(view.trainer).get("args"))]
         recipe, config = recipe_and_config(num_nodes, num_proc, gpus, trainer_args, view.runtime_ref_name)
         args.extend([recipe, TORCHTUNE_ARG_CONFIG, config])
         args.extend(extract_overrides_from_runtime(info))

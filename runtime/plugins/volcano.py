@@ -18,22 +18,22 @@ CustomValidation:
 EnforcePodGroupPolicy: every pod gets the annotation `scheduling.k8s.io/group-name: <trainjob>`.
 
 ComponentBuilder: the PodGroup `<trainjob>` with `minMember` and `minResources` computed as for
-CoScheduling (`runtime.plugins.coscheduling.pod_group_totals`), `queue` from the queue-name annotation,
+CoScheduling (`runtime.plugins.podgroup`), `queue` from the queue-name annotation,
 `priorityClassName` from the last pod template that sets one, and `networkTopology` (`mode` default
 `hard`, `highestTierAllowed` default 1) when the policy has one. Built only while the TrainJob is
 suspended or the PodGroup is missing, as for CoScheduling.
 
-WatchExtension: the same three watches as CoScheduling, for Volcano's PodGroup kind.
+WatchExtension: the same three watches as CoScheduling (`runtime.plugins.podgroup`), for Volcano's PodGroup
+kind.
 
 Deliberately missing: Volcano's `minTaskMember` and per-task minimums (upstream sets neither).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
-from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.framework import (
@@ -45,17 +45,10 @@ from runtime.framework import (
     Reader,
     ReadError,
     Validation,
-    Watch,
     WatchExtension,
 )
 from runtime.info import Info
-from runtime.plugins.coscheduling import (
-    existing_pod_group_blocks_build,
-    pod_group_metadata,
-    pod_group_totals,
-    pod_group_watches,
-)
-from runtime.resources import format_resource_list
+from runtime.plugins.podgroup import PodGroupPlugin, pod_template_values
 
 __all__ = [
     "GROUP_NAME_ANNOTATION",
@@ -77,40 +70,23 @@ DEFAULT_NETWORK_TOPOLOGY_MODE = "hard"
 DEFAULT_HIGHEST_TIER_ALLOWED = 1
 
 
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def priority_class_names(info: Info) -> list[str]:
     """The `priorityClassName` of each replicated job's pod template that sets one, in template order."""
-    names = []
-    for job in _list(info.template.get("replicatedJobs")):
-        pod_spec = _map(_map(_map(_map(job).get("template")).get("spec")).get("template")).get("spec")
-        name = _map(pod_spec).get("priorityClassName")
-        if isinstance(name, str):
-            names.append(name)
-    return names
+    return pod_template_values(info.template, "priorityClassName")
 
 
-class Volcano(CustomValidation, EnforcePodGroupPolicy, WatchExtension, ComponentBuilder):
+class Volcano(PodGroupPlugin, CustomValidation, EnforcePodGroupPolicy, WatchExtension, ComponentBuilder):
     """Gang scheduling through Volcano."""
 
     name = NAME
+    policy_key = "volcano"
+    pod_group_api_version = POD_GROUP_API_VERSION
 
     def __init__(self, context: PluginContext | None = None) -> None:
         del context  # no settings
 
-    @staticmethod
-    def _policy(info: Info) -> dict[str, Any] | None:
-        source = _map(info.pod_group_policy).get("volcano")
-        return cast(dict[str, Any], source) if isinstance(source, dict) else None
-
     def validate(self, info: Info, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
-        if self._policy(info) is None:
+        if self.policy(info) is None:
             return Validation()
         errors: list[FieldError] = []
         queue = info.annotations.get(QUEUE_NAME_ANNOTATION)
@@ -145,19 +121,12 @@ class Volcano(CustomValidation, EnforcePodGroupPolicy, WatchExtension, Component
         return Validation.of(errors)
 
     def enforce_pod_group_policy(self, info: Info, trainjob: TrainJob) -> None:
-        if self._policy(info) is None:
+        if self.policy(info) is None:
             return
         info.scheduler.pod_annotations[GROUP_NAME_ANNOTATION] = TrainJobView(trainjob).name
 
-    def watches(self) -> Sequence[Watch]:
-        return pod_group_watches(POD_GROUP_API_VERSION)
-
-    def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
-        policy = self._policy(info)
-        if policy is None or existing_pod_group_blocks_build(reader, POD_GROUP_API_VERSION, trainjob):
-            return []
-        members, resources = pod_group_totals(info)
-        spec: dict[str, Any] = {"minMember": members, "minResources": format_resource_list(resources)}
+    def pod_group_spec_fields(self, info: Info, policy: Mapping[str, Any]) -> dict[str, Any]:
+        spec: dict[str, Any] = {}
         if QUEUE_NAME_ANNOTATION in info.annotations:
             spec["queue"] = info.annotations[QUEUE_NAME_ANNOTATION]
         priority_classes = priority_class_names(info)
@@ -171,11 +140,4 @@ class Volcano(CustomValidation, EnforcePodGroupPolicy, WatchExtension, Component
                 "mode": DEFAULT_NETWORK_TOPOLOGY_MODE if mode is None else mode,
                 "highestTierAllowed": DEFAULT_HIGHEST_TIER_ALLOWED if tier is None else int(tier),
             }
-        return [
-            {
-                "apiVersion": POD_GROUP_API_VERSION,
-                "kind": constants.POD_GROUP_KIND,
-                "metadata": pod_group_metadata(trainjob),
-                "spec": spec,
-            }
-        ]
+        return spec

@@ -22,13 +22,19 @@ Deliberately missing: nothing beyond upstream.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.framework import CustomValidation, EnforceMLPolicy, FieldError, PluginContext, Reader, Validation
-from runtime.info import JOB_COMPLETION_INDEX_FIELD_PATH, Info, env_var, env_var_from_field
+from runtime.info import (
+    JOB_COMPLETION_INDEX_FIELD_PATH,
+    Info,
+    apply_num_nodes,
+    env_var,
+    env_var_from_field,
+    first_trainer_pod_host,
+    trainer_resources_per_node,
+)
 from runtime.resources import gpu_count
 
 __all__ = ["RESERVED_ENV_NAMES", "XGBoost"]
@@ -39,10 +45,6 @@ ENV_TRACKER_PORT = "DMLC_TRACKER_PORT"
 ENV_TASK_ID = "DMLC_TASK_ID"
 ENV_NUM_WORKER = "DMLC_NUM_WORKER"
 RESERVED_ENV_NAMES = frozenset({ENV_TRACKER_URI, ENV_TRACKER_PORT, ENV_TASK_ID, ENV_NUM_WORKER})
-
-
-def _map(value: object) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 class XGBoost(CustomValidation, EnforceMLPolicy):
@@ -71,24 +73,16 @@ class XGBoost(CustomValidation, EnforceMLPolicy):
     def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
         if info.ml.xgboost is None:
             return
-        trainer_pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
-        if trainer_pod_set is None:
-            return
         view = TrainJobView(trainjob)
-        trainer = view.trainer
-        if trainer is None:
+        trainer_pod_set = apply_num_nodes(info, trainjob)
+        if trainer_pod_set is None or view.trainer is None:
             return
-        if trainer.get("numNodes") is not None:
-            trainer_pod_set.count = int(trainer["numNodes"])
         container = info.find_container_by_ancestor(constants.ANCESTOR_TRAINER, constants.NODE)
         if container is None:
             return
-        resources = info.trainer_resources() or {}
-        if trainer.get("resourcesPerNode") is not None:
-            resources = _map(trainer["resourcesPerNode"])
-        workers_per_node = gpu_count(resources) or 1
+        workers_per_node = gpu_count(trainer_resources_per_node(info, trainjob)) or 1
         container.upsert_env(
-            env_var(ENV_TRACKER_URI, f"{view.name}-{constants.NODE}-0-0.{view.name}"),
+            env_var(ENV_TRACKER_URI, first_trainer_pod_host(view.name)),
             env_var(ENV_TRACKER_PORT, str(constants.CONTAINER_TRAINER_PORT)),
             env_var_from_field(ENV_TASK_ID, JOB_COMPLETION_INDEX_FIELD_PATH),
             env_var(ENV_NUM_WORKER, str(trainer_pod_set.count * workers_per_node)),

@@ -7,11 +7,8 @@ from typing import Any
 import pytest
 
 from runtime.framework import ReadError, Watch
-from runtime.plugins.coscheduling import (
-    CoScheduling,
-    suspended_trainjobs_in_namespace,
-    suspended_trainjobs_using_runtime_class,
-)
+from runtime.plugins.coscheduling import CoScheduling
+from runtime.plugins.podgroup import suspended_trainjobs_in_namespace, suspended_trainjobs_using_runtime_class
 
 COSCHEDULING_30 = {"coscheduling": {"scheduleTimeoutSeconds": 30}}
 

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from runtime.framework import FieldError, PhaseError, Validation, Watch
 from runtime.plugins.flux import Flux, curve_certificate, encode_z85, host_range, hostlist, original_command
+from runtime.plugins.mpi import MPI
 
 ENTRYPOINT = "test-job-flux-entrypoint"
 
@@ -203,8 +204,13 @@ def test_an_existing_flux_installer_fails_the_phase(make: Any) -> None:
         Flux().enforce_ml_policy(make.info(trainjob, spec), trainjob)
 
 
-def test_the_plugin_watches_the_configmaps_and_secrets_trainjobs_own() -> None:
-    assert list(Flux().watches()) == [Watch.owned("v1", "ConfigMap"), Watch.owned("v1", "Secret")]
+def test_the_plugin_watches_only_the_labelled_configmaps_and_secrets_trainjobs_own() -> None:
+    # trainer#3374: no cluster-wide ConfigMap/Secret watches; the same declarations as MPI's.
+    assert list(Flux().watches()) == [
+        Watch.owned("v1", "ConfigMap", label_selector="trainer.kubeflow.org/trainjob-name"),
+        Watch.owned("v1", "Secret", label_selector="trainer.kubeflow.org/trainjob-name"),
+    ]
+    assert list(Flux().watches()) == list(MPI().watches())
 
 
 # CustomValidation (upstream TestValidate) -----------------------------------------------------------------

@@ -55,25 +55,29 @@ def hostfile_volume(tj: str = "trainJob") -> dict[str, Any]:
     }
 
 
+def owned_metadata(name: str, tj: str, uid: str) -> dict[str, Any]:
+    """What the plugin's Secret and ConfigMap carry: the TrainJob as controller, and its name as a label."""
+    owner = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "name": tj,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {
+        "name": name,
+        "namespace": "default",
+        "labels": {"trainer.kubeflow.org/trainjob-name": tj},
+        "ownerReferences": [owner],
+    }
+
+
 def secret(tj: str = "trainJob", uid: str = "trainJob", pair: SSHKeyPair = FIXED_PAIR) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {
-            "name": f"{tj}-mpi-ssh-auth",
-            "namespace": "default",
-            "labels": {"trainer.kubeflow.org/trainjob-name": tj},
-            "ownerReferences": [
-                {
-                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                    "kind": "TrainJob",
-                    "name": tj,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
+        "metadata": owned_metadata(f"{tj}-mpi-ssh-auth", tj, uid),
         "type": "kubernetes.io/ssh-auth",
         "immutable": True,
         "data": {
@@ -87,21 +91,7 @@ def hostfile(text: str, tj: str = "trainJob", uid: str = "trainJob") -> dict[str
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": f"{tj}-mpi-hostfile",
-            "namespace": "default",
-            "labels": {"trainer.kubeflow.org/trainjob-name": tj},
-            "ownerReferences": [
-                {
-                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                    "kind": "TrainJob",
-                    "name": tj,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
+        "metadata": owned_metadata(f"{tj}-mpi-hostfile", tj, uid),
         "data": {"hostfile": text},
     }
 
@@ -348,8 +338,30 @@ def test_the_default_key_generator_makes_a_matching_p521_pair() -> None:
     assert generate_ssh_key_pair() != pair  # fresh randomness every time
 
 
-def test_the_plugin_watches_the_configmaps_and_secrets_trainjobs_own() -> None:
-    assert list(MPI().watches()) == [Watch.owned("v1", "ConfigMap"), Watch.owned("v1", "Secret")]
+def test_the_plugin_watches_only_the_labelled_configmaps_and_secrets_trainjobs_own() -> None:
+    # trainer#3374: no cluster-wide ConfigMap/Secret watches.
+    assert list(MPI().watches()) == [
+        Watch.owned("v1", "ConfigMap", label_selector="trainer.kubeflow.org/trainjob-name"),
+        Watch.owned("v1", "Secret", label_selector="trainer.kubeflow.org/trainjob-name"),
+    ]
+
+
+def test_an_unlabelled_secret_of_an_older_controller_is_kept_though_the_watch_does_not_select_it(
+    make: Any,
+) -> None:
+    trainjob = make.trainjob()
+    spec = make.runtime_spec(make.job("launcher"), make.job("node"), ml_policy={"mpi": _mpi()})
+    info = make.info(trainjob, spec)
+    _plugin().enforce_ml_policy(info, trainjob)
+    make.sync_endpoints(info, trainjob)
+    older = secret(pair=generate_ssh_key_pair())
+    del older["metadata"]["labels"]
+    (selector,) = {w.label_selector for w in MPI().watches() if w.kind == "Secret"}
+    assert selector is not None and selector not in older["metadata"].get("labels", {})  # not cached
+    # The Reader finds it anyway (its contract), so no new key pair is applied over the immutable Secret.
+    assert _plugin().build(info, trainjob, make.reader(older)) == [
+        hostfile("trainJob-node-0-0.trainJob slots=1\n")
+    ]
 
 
 # CustomValidation (upstream TestValidate) -----------------------------------------------------------------

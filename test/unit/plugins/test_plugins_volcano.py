@@ -7,10 +7,7 @@ from typing import Any
 import pytest
 
 from runtime.framework import FieldError, ReadError, Validation, Watch
-from runtime.plugins.coscheduling import (
-    suspended_trainjobs_in_namespace,
-    suspended_trainjobs_using_runtime_class,
-)
+from runtime.plugins.podgroup import suspended_trainjobs_in_namespace, suspended_trainjobs_using_runtime_class
 from runtime.plugins.volcano import Volcano
 
 QUEUE = "scheduling.volcano.sh/queue-name"

@@ -13,7 +13,7 @@ from runtime.framework import Framework, MemoryReader
 from runtime.plugins import builtin_registry
 
 if TYPE_CHECKING:
-    from conftest import Make
+    from runtime.testing import Make
 
 
 @pytest.mark.benchmark
@@ -21,7 +21,7 @@ def test_benchmark_build_and_status_of_a_torch_trainjob(make: Make) -> None:
     registry = RuntimeRegistry(Framework(builtin_registry()))
     jobs = make.default_jobs()
     jobs[2]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
-    runtime = make.runtime(make.runtime_spec(jobs, ml_policy={"numNodes": 2, "torch": {}}))
+    runtime = make.runtime(make.runtime_spec(*jobs, ml_policy={"numNodes": 2, "torch": {}}))
     trainjob = make.trainjob(
         trainer={
             "image": "x",

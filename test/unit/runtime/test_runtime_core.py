@@ -27,7 +27,7 @@ from runtime.info import RuntimePatchError
 from runtime.plugins import builtin_registry
 
 if TYPE_CHECKING:
-    from conftest import Make
+    from runtime.testing import Make
 
 REGISTRY = RuntimeRegistry(Framework(builtin_registry()))
 
@@ -37,7 +37,7 @@ def _torch_distributed(make: Make) -> dict[str, Any]:
     node = make.container("node", image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime")
     job = make.job("node", ancestor="trainer", containers=[node])
     job["groupName"] = "default"
-    spec = make.runtime_spec([job], ml_policy={"numNodes": 1, "torch": {}})
+    spec = make.runtime_spec(job, ml_policy={"numNodes": 1, "torch": {}})
     return make.runtime(
         spec,
         name="torch-distributed",
@@ -71,6 +71,8 @@ def test_the_worked_example_builds_the_snapshot_then_the_jobset(make: Make) -> N
     assert snapshot["metadata"] == {
         "name": "demo-runtime-snapshot",
         "namespace": "team",
+        # Not upstream's: the label lets a controller cache only the ConfigMaps TrainJobs own (trainer#3374).
+        "labels": {"trainer.kubeflow.org/trainjob-name": "demo"},
         "ownerReferences": [owner],
     }
     assert yaml.safe_load(snapshot["data"]["runtime"]) == runtime
@@ -138,6 +140,16 @@ def test_an_existing_snapshot_wins_over_the_live_runtime(make: Make) -> None:
         assert container["image"] == "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 
 
+def test_an_unlabelled_snapshot_of_an_older_controller_still_wins_over_the_live_runtime(make: Make) -> None:
+    runtime = _torch_distributed(make)
+    trainjob = make.trainjob("demo", runtime="torch-distributed", kind="ClusterTrainingRuntime", trainer={})
+    snapshot = build_snapshot(trainjob, runtime, "ClusterTrainingRuntime")
+    assert snapshot["metadata"].pop("labels") == {"trainer.kubeflow.org/trainjob-name": "demo"}
+    # The Reader finds it though a label-narrowed ConfigMap cache would not hold it: it is not rewritten.
+    objects = REGISTRY.new_objects(trainjob, MemoryReader([snapshot, runtime]))
+    assert [o["kind"] for o in objects] == ["JobSet"]
+
+
 def test_a_running_jobset_leaves_nothing_to_apply(make: Make) -> None:
     runtime = _torch_distributed(make)
     trainjob = make.trainjob(
@@ -170,7 +182,7 @@ def test_a_missing_runtime_is_an_error(make: Make, kind: str, message: str) -> N
 
 
 def test_a_namespaced_runtime_is_looked_up_in_the_trainjobs_namespace(make: Make) -> None:
-    runtime = make.runtime(make.runtime_spec(make.default_jobs()), namespace="other")
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs()), namespace="other")
     with pytest.raises(RuntimeNotFoundError):
         REGISTRY.new_objects(make.trainjob(), MemoryReader([runtime]))
     assert len(REGISTRY.new_objects(make.trainjob(namespace="other"), MemoryReader([runtime]))) == 2
@@ -251,7 +263,7 @@ def test_invalid_snapshots_are_rejected(
 
 def test_a_snapshot_round_trips(make: Make) -> None:
     # upstream TestRuntimeSnapshotRoundTrip; managedFields never reach the snapshot.
-    runtime = make.runtime(make.runtime_spec(make.default_jobs(), ml_policy={"numNodes": 2, "torch": {}}))
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"numNodes": 2, "torch": {}}))
     runtime["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     trainjob = make.trainjob()
     read_back = read_snapshot(build_snapshot(trainjob, runtime, "TrainingRuntime"), trainjob)
@@ -303,7 +315,7 @@ def test_an_unsupported_runtime_kind_gets_a_failed_condition_to_persist(make: Ma
 
 def test_zero_nodes_are_rejected_by_validation_and_build(make: Make) -> None:
     # upstream Q4: numNodes 0 passes the schema and builds parallelism 0 with PET_NNODES=0; we refuse it.
-    runtime = make.runtime(make.runtime_spec(make.default_jobs(), ml_policy={"torch": {}}))
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
     trainjob = make.trainjob(trainer={"numNodes": 0})
     assert [str(e) for e in REGISTRY.validate(None, trainjob, MemoryReader([runtime])).errors] == [
         "spec.trainer.numNodes: Invalid value: 0: must be greater than or equal to 1"
@@ -313,7 +325,7 @@ def test_zero_nodes_are_rejected_by_validation_and_build(make: Make) -> None:
 
 
 def test_a_bad_runtime_patch_is_a_validation_error_and_a_build_error(make: Make) -> None:
-    runtime = make.runtime(make.runtime_spec(make.default_jobs()))
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs()))
     patch = {
         "manager": "acme.io/m",
         "trainingRuntimeSpec": {
@@ -362,7 +374,7 @@ def test_creating_a_trainjob_needs_its_runtime(make: Make, kind: str, error: str
 
 def test_updates_after_the_runtime_was_deleted_are_validated_against_the_snapshot(make: Make) -> None:
     # upstream Q8: any update (a label, a suspend toggle) was rejected once the runtime was gone.
-    runtime = make.runtime(make.runtime_spec(make.default_jobs(), ml_policy={"torch": {}}))
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
     old = make.trainjob(trainer={"numNodes": 2}, suspend=False)
     snapshot = build_snapshot(old, runtime, "TrainingRuntime")
     resumed = make.trainjob(trainer={"numNodes": 2}, suspend=True)

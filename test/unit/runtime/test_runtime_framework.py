@@ -162,6 +162,58 @@ def test_build_concatenates_objects_in_plugin_order_and_validation_aggregates() 
     assert [w.kind for w in framework.watches()] == ["Kindfirst", "Kindsecond"]
 
 
+def _map_nothing(obj: Any, reader: Reader) -> list[tuple[str, str]]:
+    return []
+
+
+class Watcher(Recorder, WatchExtension):
+    """Declares the watches its name lists: `a` (owned), `b` (mapped), `c` (owned, labelled only)."""
+
+    def watches(self) -> Sequence[Watch]:
+        declared = {
+            "a": Watch.owned("v1", "A"),
+            "b": Watch(api_version="v1", kind="B", map_to_trainjobs=_map_nothing),
+            "c": Watch.owned("v1", "C", label_selector="owned-by"),
+        }
+        return [declared[letter] for letter in self.name.split("-")[0]]
+
+
+def test_watches_drop_repeated_declarations_and_keep_the_first_seen_order() -> None:
+    framework = Framework(_registry([], ("cb-1", Watcher), ("bca-2", Watcher), ("a-3", Watcher)))
+    assert framework.watches() == [
+        Watch.owned("v1", "C", label_selector="owned-by"),
+        Watch(api_version="v1", kind="B", map_to_trainjobs=_map_nothing),
+        Watch.owned("v1", "A"),
+    ]
+
+
+def test_watches_of_one_kind_that_differ_are_all_kept() -> None:
+    # Not repeats: the controller must reconcile them (e.g. cache the kind without a selector).
+    class Mixed(Recorder, WatchExtension):
+        def watches(self) -> Sequence[Watch]:
+            return [
+                Watch.owned("v1", "ConfigMap", label_selector="owned-by"),
+                Watch.owned("v1", "ConfigMap"),
+                Watch.owned("v1", "ConfigMap", optional=True),
+            ]
+
+    assert len(Framework(_registry([], ("m", Mixed))).watches()) == 3
+
+
+def test_the_builtin_plugins_shared_watches_are_declared_once() -> None:
+    # MPI and Flux share the ConfigMap/Secret watches; CoScheduling and Volcano LimitRange/RuntimeClass ones.
+    watches = Framework(builtin_registry()).watches()
+    assert [(w.kind, w.api_version, w.label_selector) for w in watches] == [
+        ("JobSet", "jobset.x-k8s.io/v1alpha2", None),
+        ("ConfigMap", "v1", "trainer.kubeflow.org/trainjob-name"),
+        ("Secret", "v1", "trainer.kubeflow.org/trainjob-name"),
+        ("PodGroup", "scheduling.x-k8s.io/v1alpha1", None),
+        ("LimitRange", "v1", None),
+        ("RuntimeClass", "node.k8s.io/v1", None),
+        ("PodGroup", "scheduling.volcano.sh/v1beta1", None),
+    ]
+
+
 def test_at_most_one_status_plugin_is_allowed_at_start_up() -> None:
     with pytest.raises(
         PluginConfigurationError, match="too many TrainJobStatus plugins are registered: S1, S2"

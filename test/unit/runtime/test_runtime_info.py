@@ -16,7 +16,7 @@ from runtime.info import (
 from runtime.resources import format_resource_list
 
 if TYPE_CHECKING:
-    from conftest import Make
+    from runtime.testing import Make
 
 
 def _patch(manager: str, *jobs: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def _pod_patch(job: str, **pod_spec: Any) -> dict[str, Any]:
 
 def test_labels_and_annotations_come_from_the_template_then_each_patch(make: Make) -> None:
     spec = make.runtime_spec(
-        make.default_jobs(), labels={"conflict": "runtime", "keep": "1"}, annotations={"a": "1"}
+        *make.default_jobs(), labels={"conflict": "runtime", "keep": "1"}, annotations={"a": "1"}
     )
     trainjob = make.trainjob(
         runtime_patches=[
@@ -48,7 +48,7 @@ def test_labels_and_annotations_come_from_the_template_then_each_patch(make: Mak
 
 
 def test_pod_sets_mirror_the_replicated_jobs_in_order(make: Make) -> None:
-    info = build_info(make.trainjob(), make.runtime_spec(make.default_jobs()))
+    info = build_info(make.trainjob(), make.runtime_spec(*make.default_jobs()))
     assert [(ps.name, ps.ancestor, ps.count) for ps in info.pod_sets] == [
         ("dataset-initializer", "dataset-initializer", 1),
         ("model-initializer", "model-initializer", 1),
@@ -58,17 +58,17 @@ def test_pod_sets_mirror_the_replicated_jobs_in_order(make: Make) -> None:
 
 def test_trainer_count_is_ml_policy_num_nodes_only_with_an_ml_policy(make: Make) -> None:
     jobs = [make.job("node", ancestor="trainer", parallelism=3, containers=[make.container("node")])]
-    with_policy = build_info(make.trainjob(), make.runtime_spec(jobs, ml_policy={"numNodes": 100}))
+    with_policy = build_info(make.trainjob(), make.runtime_spec(*jobs, ml_policy={"numNodes": 100}))
     assert with_policy.pod_sets[0].count == 100
-    defaulted = build_info(make.trainjob(), make.runtime_spec(jobs, ml_policy={"torch": {}}))
+    defaulted = build_info(make.trainjob(), make.runtime_spec(*jobs, ml_policy={"torch": {}}))
     assert defaulted.pod_sets[0].count == 1
-    without = build_info(make.trainjob(), make.runtime_spec(jobs))
+    without = build_info(make.trainjob(), make.runtime_spec(*jobs))
     assert without.pod_sets[0].count == 3
 
 
 def test_counts_are_at_least_one_and_written_to_parallelism_and_completions(make: Make) -> None:
     jobs = [make.job("aux", parallelism=0, containers=[make.container("c")])]
-    info = build_info(make.trainjob(), make.runtime_spec(jobs))
+    info = build_info(make.trainjob(), make.runtime_spec(*jobs))
     assert info.pod_sets[0].count == 1
     assert info.template["replicatedJobs"][0]["template"]["spec"] == {
         "parallelism": 1,
@@ -86,7 +86,7 @@ def test_resources_per_node_merge_into_the_trainer_node_container(make: Make) ->
     trainjob = make.trainjob(
         trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}, "requests": {}}}
     )
-    info = build_info(trainjob, make.runtime_spec(jobs, ml_policy={"numNodes": 1}))
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy={"numNodes": 1}))
     assert info.find_container("node", "node") is not None
     assert info.find_container("node", "node").resources == {  # type: ignore[union-attr]
         "requests": {"cpu": "1"},
@@ -102,7 +102,7 @@ def test_resources_per_node_is_ignored_without_an_ml_policy(make: Make) -> None:
     # upstream Q16, kept: no mlPolicy, no merge.
     jobs = [make.job("node", ancestor="trainer", containers=[make.container("node", requests={"cpu": "1"})])]
     trainjob = make.trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "8"}}})
-    info = build_info(trainjob, make.runtime_spec(jobs))
+    info = build_info(trainjob, make.runtime_spec(*jobs))
     assert info.find_container("node", "node").resources == {"requests": {"cpu": "1"}}  # type: ignore[union-attr]
 
 
@@ -113,7 +113,7 @@ def test_resources_per_node_reach_the_mpi_node_job_when_the_launcher_runs_as_nod
         make.job("node", containers=[make.container("node")]),
     ]
     trainjob = make.trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "4"}}})
-    info = build_info(trainjob, make.runtime_spec(jobs, ml_policy={"mpi": {"runLauncherAsNode": True}}))
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy={"mpi": {"runLauncherAsNode": True}}))
     for job in ("launcher", "node"):
         assert info.find_container(job, "node").resources == {"requests": {"cpu": "4"}}  # type: ignore[union-attr]
 
@@ -129,7 +129,7 @@ def test_runtime_patches_apply_in_order_and_keep_the_runtimes_job_order(make: Ma
             ),
         ]
     )
-    info = build_info(trainjob, make.runtime_spec(make.default_jobs()))
+    info = build_info(trainjob, make.runtime_spec(*make.default_jobs()))
     assert [j["name"] for j in info.template["replicatedJobs"]] == [
         "dataset-initializer",
         "model-initializer",
@@ -160,7 +160,7 @@ def test_patch_env_keeps_smp_order(make: Make) -> None:
             ],
         ),
     )
-    info = build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(jobs))
+    info = build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(*jobs))
     container = info.find_container("dataset-initializer", "init")
     assert container is not None
     assert list(container.env) == [
@@ -176,19 +176,19 @@ def test_empty_lists_and_nulls_in_a_patch_change_nothing(make: Make) -> None:
         make.job("node", containers=[make.container("node")], pod_spec={"tolerations": [{"key": "keep"}]})
     ]
     patch = _patch("m", _pod_patch("node", tolerations=[], nodeSelector=None, containers=[]))
-    info = build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(jobs))
+    info = build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(*jobs))
     assert info.pod_sets[0].pod_spec["tolerations"] == [{"key": "keep"}]
 
 
 def test_a_patch_that_cannot_merge_is_a_runtime_patch_error(make: Make) -> None:
     patch = _patch("acme.io/m", _pod_patch("node", containers=[{"env": [{"name": "X"}]}]))
     with pytest.raises(RuntimePatchError, match=r"applying runtime patch of manager 'acme\.io/m'") as raised:
-        build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(make.default_jobs()))
+        build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(*make.default_jobs()))
     assert raised.value.manager == "acme.io/m"
 
 
 def test_build_info_never_mutates_its_inputs(make: Make) -> None:
-    spec = make.runtime_spec(make.default_jobs(), ml_policy={"numNodes": 2, "torch": {}})
+    spec = make.runtime_spec(*make.default_jobs(), ml_policy={"numNodes": 2, "torch": {}})
     trainjob = make.trainjob(
         trainer={"resourcesPerNode": {"requests": {"cpu": "2"}}, "command": ["a"]},
         runtime_patches=[_patch("m", _pod_patch("node", nodeSelector={"a": "b"}))],
@@ -202,7 +202,7 @@ def test_build_info_never_mutates_its_inputs(make: Make) -> None:
 
 
 def test_pod_sets_and_containers_are_views_of_the_one_template(make: Make) -> None:
-    info = build_info(make.trainjob(), make.runtime_spec(make.default_jobs()))
+    info = build_info(make.trainjob(), make.runtime_spec(*make.default_jobs()))
     node = info.find_pod_set_by_ancestor("trainer")
     assert node is not None
     node.containers[0].upsert_env(make.env("A", "1"))
@@ -218,6 +218,23 @@ def test_pod_sets_and_containers_are_views_of_the_one_template(make: Make) -> No
     ]
 
 
+def test_upserting_nothing_writes_no_empty_list(make: Make) -> None:
+    # A TrainJob without env vars must not give the runtime's containers `env: []` (a field of their own).
+    spec = make.runtime_spec(make.job("node", containers=[make.container("node")]))
+    info = build_info(make.trainjob(), spec)
+    (pod_set,) = info.pod_sets
+    container = pod_set.containers[0]
+    container.upsert_env()
+    container.upsert_ports()
+    container.upsert_volume_mounts(*[])
+    pod_set.upsert_volumes()
+    assert container.obj == {"name": "node"}
+    assert "volumes" not in pod_set.pod_spec
+    container.obj["env"] = []
+    container.upsert_env()
+    assert container.obj == {"name": "node", "env": []}  # an empty list the template has stays
+
+
 def test_container_lookups_search_the_right_lists(make: Make) -> None:
     jobs = [
         make.job(
@@ -227,7 +244,7 @@ def test_container_lookups_search_the_right_lists(make: Make) -> None:
             init_containers=[make.container("preflight"), make.container("node")],
         )
     ]
-    info = build_info(make.trainjob(), make.runtime_spec(jobs))
+    info = build_info(make.trainjob(), make.runtime_spec(*jobs))
     assert info.find_container_by_ancestor("trainer", "preflight") is None  # regular containers only
     assert info.find_container("node", "preflight") == info.pod_sets[0].init_containers[0]
     assert info.find_container("node", "node") == info.pod_sets[0].containers[0]  # containers first
@@ -240,16 +257,16 @@ def test_trainer_resources_come_from_the_first_trainer_node_container_with_resou
         make.job("trainer", ancestor="trainer", containers=[make.container("node")]),
         make.job("node", containers=[make.container("node", limits={"nvidia.com/gpu": 1})]),
     ]
-    info = build_info(make.trainjob(), make.runtime_spec(jobs))
+    info = build_info(make.trainjob(), make.runtime_spec(*jobs))
     assert info.trainer_resources() == {"limits": {"nvidia.com/gpu": 1}, "requests": {}}
-    assert build_info(make.trainjob(), make.runtime_spec(jobs[:2])).trainer_resources() is None
+    assert build_info(make.trainjob(), make.runtime_spec(*jobs[:2])).trainer_resources() is None
 
 
 def test_trainer_overrides_come_from_spec_trainer(make: Make) -> None:
     trainjob = make.trainjob(trainer={"image": "img", "command": ["tune", "run"], "args": ["a=1"]})
-    info = build_info(trainjob, make.runtime_spec(make.default_jobs()))
+    info = build_info(trainjob, make.runtime_spec(*make.default_jobs()))
     assert (info.trainer.image, info.trainer.command, info.trainer.args) == ("img", ["tune", "run"], ["a=1"])
-    empty = build_info(make.trainjob(), make.runtime_spec(make.default_jobs())).trainer
+    empty = build_info(make.trainjob(), make.runtime_spec(*make.default_jobs())).trainer
     assert (empty.image, empty.command, empty.args) == (None, None, None)
 
 

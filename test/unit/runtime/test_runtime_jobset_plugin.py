@@ -16,7 +16,7 @@ from runtime.info import Info, build_info
 from runtime.plugins.jobset import JobSet, domain_prefixed_path_errors, render_jobset
 
 if TYPE_CHECKING:
-    from conftest import Make
+    from runtime.testing import Make
 
 PLUGIN = JobSet()
 
@@ -24,7 +24,7 @@ PLUGIN = JobSet()
 def _info(
     make: Make, trainjob: dict[str, Any], jobs: list[dict[str, Any]] | None = None, **spec: Any
 ) -> Info:
-    info = build_info(trainjob, make.runtime_spec(make.default_jobs() if jobs is None else jobs, **spec))
+    info = build_info(trainjob, make.runtime_spec(*(make.default_jobs() if jobs is None else jobs), **spec))
     PLUGIN.pre_build_sync(info, trainjob)
     return info
 
@@ -45,7 +45,7 @@ def test_endpoints_use_the_trainer_count_and_the_trainjob_name_as_subdomain(make
     # node"
     jobs = [make.job("node", ancestor="trainer", parallelism=1, containers=[make.container("node")])]
     trainjob = make.trainjob("tj", trainer={"numNodes": 2})
-    info = build_info(trainjob, make.runtime_spec(jobs, ml_policy={"numNodes": 3}))
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy={"numNodes": 3}))
     PLUGIN.pre_build_sync(info, trainjob)
     assert info.pod_sets[0].endpoints == ("tj-node-0-0.tj", "tj-node-0-1.tj", "tj-node-0-2.tj")
 

@@ -10,7 +10,7 @@ from runtime.info import build_info
 from runtime.plugins.plainml import PlainML
 
 if TYPE_CHECKING:
-    from conftest import Make
+    from runtime.testing import Make
 
 PLUGIN = PlainML()
 
@@ -20,7 +20,7 @@ def _trainer_env(
 ) -> tuple[int, list[Any]]:
     node = make.container("node", env=[make.env("RUNTIME", "1"), make.env("SHARED", "runtime")])
     jobs = [make.job("node", ancestor="trainer", containers=[node])]
-    info = build_info(trainjob, make.runtime_spec(jobs, ml_policy=ml_policy))
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy=ml_policy))
     PLUGIN.enforce_ml_policy(info, trainjob)
     pod_set = info.pod_sets[0]
     return pod_set.count, list(pod_set.containers[0].env)

@@ -18,7 +18,7 @@ from runtime.plugins.torch import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Make
+    from runtime.testing import Make
 
 PLUGIN = Torch()
 
@@ -34,7 +34,7 @@ def _enforce(
     if jobs is None:
         jobs = [make.job("node", ancestor="trainer", containers=[make.container("node")])]
     policy = ml_policy if ml_policy is not None else {"torch": torch if torch is not None else {}}
-    info = build_info(trainjob, make.runtime_spec(jobs, ml_policy=policy))
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy=policy))
     PLUGIN.enforce_ml_policy(info, trainjob)
     return info
 
@@ -293,7 +293,7 @@ def _validate(
         )
     ]
     policy = ml_policy if ml_policy is not None else {"torch": torch or {}}
-    info = build_info(trainjob, make.runtime_spec(jobs, ml_policy=policy))
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy=policy))
     return [str(e) for e in PLUGIN.validate(info, None, trainjob, MemoryReader()).errors]
 
 
@@ -464,5 +464,5 @@ def test_recipe_and_config(
 def test_extract_overrides_from_runtime(make: Make, ancestor: str, container: str, want: list[str]) -> None:
     command = ["output_dir=/out", "tokenizer.path=/tok", "batch_size=32"]
     jobs = [make.job("j", ancestor=ancestor, containers=[make.container(container, command=command)])]
-    assert extract_overrides_from_runtime(build_info(make.trainjob(), make.runtime_spec(jobs))) == want
+    assert extract_overrides_from_runtime(build_info(make.trainjob(), make.runtime_spec(*jobs))) == want
     assert extract_overrides_from_runtime(build_info(make.trainjob(), {})) == []  # "no jobset template"
