@@ -24,6 +24,14 @@ What ``up`` starts, every listener on 127.0.0.1:
   get the ``jobset.sigs.k8s.io/jobset-name Exists`` object selector that JobSet's kustomize patches add,
   so pods that are not JobSet's never depend on the JobSet process.
 
+What ``demo`` adds on top (the section "the TrainJob pipeline by hand"): the Trainer CRDs and default
+ClusterTrainingRuntimes, server-side applied; then the sample TrainJob ``examples/trainjob-torch.yaml``
+in namespace ``demo``, driven through the pipeline the TrainJob controller will run, by hand and with the
+same code, since that controller arrives with the next issue: ``runtime.render`` against the live runtime
+with the TrainJob's real UID → server-side apply in order (field manager ``trainer``, force) → the JobSet
+runs on the kwok nodes → ``RuntimeRegistry.next_status`` from the live JobSet → a JSON merge patch on the
+TrainJob's ``/status``. test/e2e/test_render_apply.py drives the same functions (:func:`run_trainjob`).
+
 Go origin: none as code. The recipe is kwokctl's binary runtime (kwok ``pkg/kwokctl/runtime/binary``) plus
 JobSet's minimal install (``config/components/{crd,webhook}``) rewired for a controller outside the
 cluster; docs/development.md describes it for users.
@@ -39,13 +47,17 @@ Guarantees:
   then terminates any process whose command line still names the cluster's directories, and removes them.
 - State (pids, ports, kubeconfig path) is written to ``<cache>/kwok/trainer/<name>/state.json``, so ``down``,
   ``env`` and ``demo`` work from any process.
+- ``demo`` is idempotent too: it re-applies the API (unchanged objects stay unchanged), and deletes the
+  sample TrainJob and everything it owns before creating it afresh.
 - Errors a user can act on (binaries missing, a component that died, a timeout) raise :class:`ClusterError`
-  with the relevant log tail; the command line prints them without a traceback.
+  with the relevant log tail; the command line prints them, and failed API requests, without a traceback.
 
 Deliberately missing: containers (images are never pulled, commands never run; pod status is whatever the
 stages write), kube-proxy, CNI, cluster DNS, Services that route, metrics-server, container logs, and
 JobSet's metrics endpoint. Leader election for JobSet is off: there is exactly one replica. Linux only for
 the leftover-process sweep (it reads ``/proc``); elsewhere ``down`` relies on kwokctl and the JobSet pid.
+The hand-driven pipeline runs one reconcile, once the JobSet has finished: no watches, no requeues, no
+admission webhook (``runtime.render`` runs the webhook's checks instead), no events.
 """
 
 from __future__ import annotations
@@ -71,11 +83,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
+from controller.client import GVK, Client
+from controller.clock import REAL_CLOCK, Clock
 from controller.envtest.certs import CertificateAuthority
+from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
+from runtime.api import constants
+from runtime.api.v1alpha1 import TrainJob
+from runtime.api.views import TrainJobView
+from runtime.core import RuntimeRegistry, StatusUpdate
+from runtime.framework import Framework, PluginContext, ReadError
+from runtime.plugins import builtin_registry
+from runtime.plugins.mpi import KeyGenerator, generate_ssh_key_pair
+from runtime.render import Document, RenderError, RenderOptions, RenderResult, load_documents, render
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -240,6 +263,15 @@ def jobset_manifests() -> tuple[Path, Path]:
     except thirdparty.ThirdPartyError as exc:
         raise ClusterError(f"cannot read the JobSet manifests from the Go module cache: {exc}") from exc
     return module, crd
+
+
+def scheduler_plugins_podgroup_crd() -> Path:
+    """The scheduler-plugins PodGroup CRD (``scheduling.x-k8s.io``; CoScheduling) from the Go module cache."""
+    thirdparty = _thirdparty()
+    try:
+        return Path(thirdparty.scheduler_plugins_podgroup_crd())
+    except thirdparty.ThirdPartyError as exc:
+        raise ClusterError(f"cannot read the PodGroup CRD from the Go module cache: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------------------- options and state
@@ -1073,64 +1105,338 @@ def env_lines(name: str = DEFAULT_NAME) -> list[str]:
     return [f"export KUBECONFIG={state.kubeconfig}", "export E2E_CLUSTER=kwok"]
 
 
-# ----------------------------------------------------------------------------------------------------- demo
+# ------------------------------------------------------------------------------ the TrainJob pipeline by hand
+#
+# The TrainJob controller arrives with the next issue. Until then these functions drive the pipeline it
+# will run, one step at a time and with the same code: `runtime.render` builds the objects (the webhook's
+# validation, then `RuntimeRegistry.new_objects`), they are server-side applied in order with field manager
+# `trainer` and force, and `RuntimeRegistry.next_status` computes the TrainJob status from the live JobSet,
+# written back as a JSON merge patch on `/status`. `demo` and test/e2e/test_render_apply.py use them.
+
+TRAINER_CRD_DIR = REPO / "config" / "crd"
+TRAINER_RUNTIMES_DIR = REPO / "config" / "runtimes"
+DEMO_TRAINJOB = REPO / "examples" / "trainjob-torch.yaml"
+DEMO_NAMESPACE = "demo"
+INSTALL_FIELD_MANAGER = "trainer-install"
+"""Who server-side applies the CRDs and default runtimes (an installer, not the controller)."""
+USER_FIELD_MANAGER = "trainer-demo"
+"""Who creates the TrainJob: the user's part, so its fields are not the controller's."""
+
+CRD_GVK = GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+TRAINJOB_GVK = GVK(constants.GROUP, constants.VERSION, constants.TRAINJOB_KIND)
+JOBSET_GVK = GVK(constants.JOBSET_GROUP, constants.JOBSET_VERSION, constants.JOBSET_KIND)
+JOB_GVK = GVK("batch", "v1", "Job")
+POD_GVK = GVK("", "v1", "Pod")
+_RUNTIME_KINDS = (constants.CLUSTER_TRAINING_RUNTIME_KIND, constants.TRAINING_RUNTIME_KIND)
+# Kinds a TrainJob's plugins create besides its JobSet (the PodGroups only when their CRD is served).
+_OWNED_GVKS = (
+    GVK("", "v1", "ConfigMap"),
+    GVK("", "v1", "Secret"),
+    GVK("scheduling.x-k8s.io", "v1alpha1", constants.POD_GROUP_KIND),
+    GVK("scheduling.volcano.sh", "v1beta1", constants.POD_GROUP_KIND),
+)
 
 
-def demo_jobset(name: str, namespace: str) -> dict[str, Any]:
-    """A small JobSet: one launcher pod and two workers with a GPU each, as a TrainJob's JobSet looks."""
+class ClientReader:
+    """The `runtime.framework.Reader` of the pipeline, over `controller.client.Client`: every read is live.
 
-    def replicated_job(job: str, replicas: int, pods: int, resources: dict[str, str]) -> dict[str, Any]:
-        return {
-            "name": job,
-            "replicas": replicas,
-            "template": {
-                "spec": {
-                    "parallelism": pods,
-                    "completions": pods,
-                    "backoffLimit": 0,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    # Never pulled: kwok nodes run no containers.
-                                    "image": "registry.invalid/trainer-demo:latest",
-                                    "resources": {"requests": resources, "limits": resources},
-                                }
-                            ]
-                        }
-                    },
-                }
-            },
-        }
+    The controller will read through its informer caches instead; live reads are never stale, one request
+    each. NotFound is None; any other failure, including a kind the server does not serve, is `ReadError`
+    with its cause chained. `list` matches labels by equality and sorts by namespace and name, as the
+    protocol asks.
+    """
 
-    return {
-        "apiVersion": f"{JOBSET_GROUP}/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicatedJobs": [
-                replicated_job("launcher", 1, 1, {"cpu": "1", "memory": "1Gi"}),
-                replicated_job("workers", 2, 1, {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}),
-            ]
-        },
-    }
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        try:
+            return self._client.get(GVK.from_api_version(api_version, kind), name, namespace)
+        except NotFound:
+            return None
+        except (ApiError, TransportError, NoKindMatch) as exc:
+            raise ReadError(f"reading {kind} {namespace or ''}/{name}: {exc}") from exc
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
+        try:
+            items = self._client.list(
+                GVK.from_api_version(api_version, kind), namespace, label_selector=selector
+            ).items
+        except (ApiError, TransportError, NoKindMatch) as exc:
+            raise ReadError(f"listing {kind}: {exc}") from exc
+        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def __repr__(self) -> str:
+        return f"ClientReader({self._client!r})"
 
 
-def _jobset_condition(jobset: Mapping[str, Any]) -> str | None:
-    for condition in jobset.get("status", {}).get("conditions", []):
-        if condition.get("status") == "True" and condition.get("type") in ("Completed", "Failed"):
+def connect(state: ClusterState) -> Client:
+    """A `controller.client.Client` for the cluster (close it when done)."""
+    return Client.load(state.kubeconfig, user_agent="hack/cluster.py")
+
+
+def read_manifests(path: Path, kinds: Sequence[str]) -> list[dict[str, Any]]:
+    """The objects of the given kinds in a YAML file or directory (``kustomization.yaml`` and the like
+    are skipped)."""
+    try:
+        documents = load_documents(path)
+    except RenderError as exc:
+        raise ClusterError(str(exc)) from exc
+    return [d.obj for d in documents if d.kind in kinds]
+
+
+def install_crds(client: Client, paths: Sequence[Path], *, timeout: float = 60.0) -> list[str]:
+    """Server-side apply the CRDs in ``paths`` (files or directories) and wait until each is Established.
+
+    Returns their names. Server-side, so the CRDs' size does not matter (no last-applied annotation);
+    idempotent.
+    """
+    crds = [crd for path in paths for crd in read_manifests(path, ("CustomResourceDefinition",))]
+    for crd in crds:
+        client.apply(crd, INSTALL_FIELD_MANAGER, force=True)
+    names = [crd["metadata"]["name"] for crd in crds]
+
+    def established() -> bool:
+        return all(
+            any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in client.get(CRD_GVK, name).get("status", {}).get("conditions") or []
+            )
+            for name in names
+        )
+
+    wait_for(established, timeout=timeout, what=f"CRDs Established: {', '.join(names)}")
+    return names
+
+
+def install_runtimes(client: Client, path: Path = TRAINER_RUNTIMES_DIR) -> list[str]:
+    """Server-side apply the (Cluster)TrainingRuntimes in ``path``; returns ``Kind/name`` of each."""
+    installed = []
+    for runtime in read_manifests(path, _RUNTIME_KINDS):
+        client.apply(runtime, INSTALL_FIELD_MANAGER, force=True)
+        installed.append(f"{runtime['kind']}/{runtime['metadata']['name']}")
+    return installed
+
+
+def install_trainer(client: Client) -> tuple[list[str], list[str]]:
+    """The Trainer CRDs (``config/crd/``) and default ClusterTrainingRuntimes (``config/runtimes/``)."""
+    return install_crds(client, [TRAINER_CRD_DIR]), install_runtimes(client)
+
+
+def _controlled_by_trainjob(obj: Mapping[str, Any], name: str) -> bool:
+    return any(
+        ref.get("controller") is True
+        and ref.get("kind") == constants.TRAINJOB_KIND
+        and ref.get("name") == name
+        for ref in obj.get("metadata", {}).get("ownerReferences") or ()
+    )
+
+
+def _delete(client: Client, gvk: GVK, name: str, namespace: str) -> None:
+    with contextlib.suppress(NotFound):
+        client.delete(gvk, name, namespace, propagation_policy="Background")
+
+
+def clear_trainjob(client: Client, namespace: str, name: str, *, timeout: float = 60.0) -> None:
+    """Delete the TrainJob ``name`` and what it owns, and wait until its JobSet's Jobs and Pods are gone.
+
+    The children are deleted here rather than left to the garbage collector, which notices a freshly
+    installed CRD's objects only at its next resource rediscovery (every 30 s): a re-run of the demo right
+    after the first would otherwise wait for it, or find the old JobSet in its way.
+    """
+    _delete(client, TRAINJOB_GVK, name, namespace)
+    _delete(client, JOBSET_GVK, name, namespace)
+    for gvk in _OWNED_GVKS:
+        try:
+            items = client.list(gvk, namespace).items
+        except (NoKindMatch, NotFound):  # a PodGroup kind whose CRD is not installed
+            continue
+        for obj in items:
+            if _controlled_by_trainjob(obj, name):
+                _delete(client, gvk, obj["metadata"]["name"], namespace)
+    selector = f"{JOBSET_NAME_LABEL}={name}"
+    for job in client.list(JOB_GVK, namespace, label_selector=selector).items:
+        _delete(client, JOB_GVK, job["metadata"]["name"], namespace)
+
+    def gone() -> bool:
+        with contextlib.suppress(NotFound):
+            client.get(TRAINJOB_GVK, name, namespace)
+            return False
+        with contextlib.suppress(NotFound):
+            client.get(JOBSET_GVK, name, namespace)
+            return False
+        return not any(
+            client.list(gvk, namespace, label_selector=selector).items for gvk in (JOB_GVK, POD_GVK)
+        )
+
+    wait_for(gone, timeout=timeout, what=f"TrainJob {namespace}/{name} and its JobSet, Jobs and Pods to go")
+
+
+def create_trainjob(client: Client, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """Create the TrainJob in ``namespace`` (as a user would) and return it as stored, with its UID."""
+    trainjob = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
+    return client.create(trainjob, field_manager=USER_FIELD_MANAGER)
+
+
+def render_trainjob(
+    client: Client, trainjob: Mapping[str, Any], *, keygen: KeyGenerator = generate_ssh_key_pair
+) -> RenderResult:
+    """`runtime.render` of the live TrainJob against its live runtime: the objects to apply, in order.
+
+    The TrainJob comes from the API server, so its UID is real (every ownerReference carries it) and its
+    defaults are applied; the schema check is therefore skipped. The MPI key pair is freshly generated, as
+    the controller does. Renders a TrainJob's first reconcile: nothing it owns exists yet (the demo and the
+    tests always start afresh), so no ``existing`` objects are passed.
+    """
+    view = TrainJobView(cast(TrainJob, trainjob))
+    kind = view.runtime_ref_kind
+    namespace = view.namespace if kind == constants.TRAINING_RUNTIME_KIND else None
+    try:
+        runtime = client.get(GVK(constants.GROUP, constants.VERSION, kind), view.runtime_ref_name, namespace)
+    except NotFound as exc:
+        raise ClusterError(
+            f"TrainJob {view.namespace}/{view.name}: {kind} {view.runtime_ref_name!r} not found"
+        ) from exc
+    try:
+        return render(
+            Document(source=f"{constants.TRAINJOB_KIND} {view.namespace}/{view.name}", obj=dict(trainjob)),
+            [Document(source=f"{kind} {view.runtime_ref_name}", obj=runtime)],
+            options=RenderOptions(keygen=keygen),
+        )
+    except RenderError as exc:
+        raise ClusterError(str(exc)) from exc
+
+
+def apply_objects(client: Client, objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Server-side apply each object in order, field manager ``trainer``, force, as the controller will."""
+    return [client.apply(obj, constants.FIELD_MANAGER, force=True) for obj in objects]
+
+
+def _finished_condition(obj: Mapping[str, Any], types: Sequence[str]) -> str | None:
+    for condition in obj.get("status", {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in types:
             return str(condition["type"])
     return None
 
 
-def demo(name: str = DEFAULT_NAME) -> None:
-    """Bring the cluster up if needed, show it healthy, run a sample JobSet to completion; leave it up."""
-    state = up(ClusterOptions(name=name))
-    kubectl = state.kubectl_runner()
+def wait_for_jobset(client: Client, namespace: str, name: str, *, timeout: float = 120.0) -> dict[str, Any]:
+    """Wait until the JobSet is Completed or Failed; return it."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def finished() -> bool:
+        found["jobset"] = client.get(JOBSET_GVK, name, namespace)
+        return _finished_condition(found["jobset"], ("Completed", "Failed")) is not None
+
+    wait_for(finished, timeout=timeout, what=f"JobSet {namespace}/{name} to complete or fail")
+    return found["jobset"]
+
+
+def status_registry() -> RuntimeRegistry:
+    """The runtime registry over the built-in plugins, as the controller builds it (no feature gates)."""
+    return RuntimeRegistry(Framework(builtin_registry(), PluginContext()))
+
+
+def compute_status(client: Client, trainjob: Mapping[str, Any], *, clock: Clock = REAL_CLOCK) -> StatusUpdate:
+    """The TrainJob status after a reconcile, from the live JobSet (`RuntimeRegistry.next_status`)."""
+    return status_registry().next_status(cast(TrainJob, trainjob), ClientReader(client), clock.now())
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The RFC 7386 JSON merge patch that turns ``old`` into ``new``.
+
+    Changed and added keys carry their new value, removed keys ``None`` (JSON null); objects are compared
+    key by key, lists are sent whole (``conditions``, ``jobsStatus``), as controller-runtime's
+    ``client.MergeFrom`` does.
+    """
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif key not in old or before != value:
+            patch[key] = value
+    return patch
+
+
+def write_status(client: Client, trainjob: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """Patch ``/status`` with the merge patch from the TrainJob's status to ``status``; return the TrainJob.
+
+    Nothing is sent when they are equal. Merge, not apply: the controller writes status as upstream does.
+    """
+    patch = merge_patch(trainjob.get("status") or {}, status)
+    if not patch:
+        return dict(trainjob)
+    metadata = trainjob["metadata"]
+    return client.patch_status(
+        TRAINJOB_GVK, metadata["name"], {"status": patch}, metadata["namespace"], patch_type="merge"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineRun:
+    """What one hand-driven reconcile of a TrainJob did, start to finish."""
+
+    trainjob: dict[str, Any]
+    """The TrainJob after its status was written."""
+    applied: list[dict[str, Any]]
+    """The rendered objects as the API server returned them from the apply, in apply order."""
+    warnings: tuple[str, ...]
+    """The admission warnings `runtime.render` reported (a deprecated runtime, say)."""
+    jobset: dict[str, Any]
+    """The JobSet once it finished."""
+    update: StatusUpdate
+    """What `RuntimeRegistry.next_status` returned."""
+    run_seconds: float
+    """From the first apply to the JobSet finishing."""
+
+
+def run_trainjob(
+    client: Client, manifest: Mapping[str, Any], namespace: str, *, timeout: float = 120.0
+) -> PipelineRun:
+    """Create the TrainJob, render it, apply the objects, wait for the JobSet to finish, write the status."""
+    trainjob = create_trainjob(client, manifest, namespace)
+    rendered = render_trainjob(client, trainjob)
+    started = time.monotonic()
+    applied = apply_objects(client, rendered.objects)
+    jobset = wait_for_jobset(client, namespace, trainjob["metadata"]["name"], timeout=timeout)
+    run_seconds = time.monotonic() - started
+    update = compute_status(client, trainjob)
+    if update.error is not None:
+        raise ClusterError(f"the TrainJob status could not be computed: {update.error}")
+    written = write_status(client, trainjob, update.status)
+    return PipelineRun(
+        trainjob=written,
+        applied=applied,
+        warnings=rendered.warnings,
+        jobset=jobset,
+        update=update,
+        run_seconds=run_seconds,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------- demo
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    metadata = obj["metadata"]
+    where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+    return f"{obj['kind']} {where}{metadata['name']}"
+
+
+def _show_health(name: str, state: ClusterState, kubectl: Kubectl) -> None:
     print(f"\n== Tier 2 cluster {name!r} (API server {state.server}; up in {state.start_seconds:.1f} s)")
     print(kubectl("get", "nodes", "-o", "wide").rstrip())
-
     print("\n== Health")
     readyz = kubectl("get", "--raw=/readyz?verbose")
     print(f"kube-apiserver   {readyz.strip().splitlines()[-1]} ({readyz.count('[+]')} checks passed)")
@@ -1148,37 +1454,96 @@ def demo(name: str = DEFAULT_NAME) -> None:
         f"webhooks at https://127.0.0.1:{state.jobset_webhook_port}"
     )
 
-    namespace, jobset_name = "demo", "hello-jobset"
-    print(f"\n== Running JobSet {namespace}/{jobset_name} (launcher + 2 GPU workers)")
-    kubectl("create", "namespace", namespace, check=False)
-    kubectl("delete", "jobset", jobset_name, "-n", namespace, "--ignore-not-found", "--wait=true")
-    wait_for(
-        lambda: kubectl.ok("get", "serviceaccount", "default", "-n", namespace),
-        timeout=60,
-        what=f"the default ServiceAccount in {namespace}",
+
+def _conditions_line(conditions: Sequence[Mapping[str, Any]]) -> str:
+    return (
+        "; ".join(
+            f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')})" for c in conditions
+        )
+        or "none"
     )
-    started = time.monotonic()
-    kubectl.apply([demo_jobset(jobset_name, namespace)], field_manager="trainer-demo")
-    outcome: dict[str, str | None] = {"condition": None}
 
-    def finished() -> bool:
-        outcome["condition"] = _jobset_condition(kubectl.get_json("jobset", jobset_name, "-n", namespace))
-        return outcome["condition"] is not None
 
-    wait_for(finished, timeout=120, what=f"JobSet {jobset_name} to finish", interval=0.5)
-    elapsed = time.monotonic() - started
+def _jobs_line(jobs: Sequence[Mapping[str, Any]]) -> str:
+    counters = ("active", "ready", "succeeded", "failed", "suspended")
+    return (
+        "; ".join(f"{j['name']}: " + ", ".join(f"{k} {j.get(k, 0)}" for k in counters) for j in jobs)
+        or "none"
+    )
+
+
+def demo(name: str = DEFAULT_NAME) -> None:
+    """Bring the cluster up if needed and show it healthy; install the Trainer API and run the sample
+    TrainJob through the pipeline by hand (render, apply, JobSet on kwok, status); leave it all up."""
+    state = up(ClusterOptions(name=name))
+    kubectl = state.kubectl_runner()
+    _show_health(name, state, kubectl)
+    manifests = read_manifests(DEMO_TRAINJOB, (constants.TRAINJOB_KIND,))
+    if len(manifests) != 1:
+        raise ClusterError(f"{DEMO_TRAINJOB} must hold exactly one TrainJob")
+    trainjob_name, namespace = manifests[0]["metadata"]["name"], DEMO_NAMESPACE
+
+    client = connect(state)
+    try:
+        print("\n== Trainer API (server-side apply)")
+        started = time.monotonic()
+        crds, runtimes = install_trainer(client)
+        print(f"CRDs Established: {', '.join(crds)}")
+        print(f"ClusterTrainingRuntimes: {', '.join(r.split('/', 1)[1] for r in runtimes)}")
+        print(f"installed in {time.monotonic() - started:.1f} s")
+
+        print(f"\n== TrainJob {namespace}/{trainjob_name} from {DEMO_TRAINJOB.relative_to(REPO)}")
+        with contextlib.suppress(AlreadyExists):
+            client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        clear_trainjob(client, namespace, trainjob_name)  # a re-run starts afresh
+        wait_for(
+            lambda: bool(client.list(GVK("", "v1", "ServiceAccount"), namespace).items),
+            timeout=60,
+            what=f"the default ServiceAccount in {namespace}",
+        )
+        run = run_trainjob(client, manifests[0], namespace)
+    finally:
+        client.close()
+
+    view = TrainJobView(cast(TrainJob, run.trainjob))
+    print(f"created with uid {view.uid}; runtime {view.runtime_ref_kind} {view.runtime_ref_name}")
+    print(
+        f"rendered with runtime.render and applied in order (field manager {constants.FIELD_MANAGER}, force):"
+    )
+    for obj in run.applied:
+        print(f"  {_describe(obj)}")
+    for warning in run.warnings:
+        print(f"warning: {warning}")
     print(
         kubectl(
-            "get", "jobs,pods", "-n", namespace, "-o", "wide", f"-l={JOBSET_NAME_LABEL}={jobset_name}"
+            "get", "jobs,pods", "-n", namespace, "-o", "wide", f"-l={JOBSET_NAME_LABEL}={view.name}"
         ).rstrip()
     )
-    print(f"\nJobSet {jobset_name}: {outcome['condition']} in {elapsed:.1f} s")
+    jobset_outcome = _finished_condition(run.jobset, ("Completed", "Failed"))
+    print(f"JobSet {view.name}: {jobset_outcome} {run.run_seconds:.1f} s after the first apply")
+
+    print("\n== TrainJob status (RuntimeRegistry.next_status from the live JobSet; merge patch on /status)")
+    print(kubectl("get", "trainjob", view.name, "-n", namespace).rstrip())
+    print(f"conditions: {_conditions_line(view.conditions)}")
+    print(f"jobsStatus: {_jobs_line(view.jobs_status)}")
+
+    outcome = "Complete" if view.is_complete else "Failed" if view.is_failed else "not finished"
+    print("\n== Summary")
+    print(
+        f"TrainJob {namespace}/{view.name}: {outcome}; "
+        f"its JobSet ran on kwok nodes in {run.run_seconds:.1f} s."
+    )
+    print(
+        "No TrainJob controller runs yet: the reconcile loop arrives with the next issue. This demo drove\n"
+        "the pipeline that loop will run by hand, with the same code: runtime.render → server-side apply\n"
+        "(field manager trainer, force) → JobSet on kwok → RuntimeRegistry.next_status → /status merge patch."
+    )
     print("\nThe cluster keeps running. Use it with:")
     for line in env_lines(name):
         print(f"  {line}")
     print("Stop it with:  make cluster-down")
-    if outcome["condition"] != "Completed":
-        raise ClusterError(f"the demo JobSet ended {outcome['condition']}, not Completed")
+    if not view.is_complete:
+        raise ClusterError(f"the demo TrainJob ended {outcome}, not Complete")
 
 
 # --------------------------------------------------------------------------------------------- command line
@@ -1214,7 +1579,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="stop everything and remove the cluster's directories (idempotent)")
     sub.add_parser("env", help="print the shell exports for KUBECONFIG and E2E_CLUSTER")
     sub.add_parser(
-        "demo", help="up, show health, run a sample JobSet to completion, leave the cluster running"
+        "demo",
+        help="up, show health, install the Trainer API, run the sample TrainJob through render → apply → "
+        "status by hand, leave the cluster running",
     )
     for command in sub.choices.values():
         command.add_argument("--name", default=DEFAULT_NAME, help="cluster name (default %(default)s)")
@@ -1253,6 +1620,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterError as exc:
         print(f"cluster: error: {exc}", file=sys.stderr)
         return 1
+    except (ApiError, TransportError) as exc:
+        print(f"cluster: error: a request to the API server failed: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("cluster: interrupted", file=sys.stderr)
         return 130
@@ -1270,18 +1640,35 @@ __all__ = [
     "RUN_TIME_ANNOTATION",
     "START_DELAY_ANNOTATION",
     "Binaries",
+    "ClientReader",
     "ClusterError",
     "ClusterOptions",
     "ClusterState",
     "Kubectl",
+    "PipelineRun",
+    "apply_objects",
     "build_binaries",
     "cache_dir",
     "check_no_downloads",
+    "clear_trainjob",
+    "compute_status",
+    "connect",
+    "create_trainjob",
     "demo",
     "down",
     "env_lines",
+    "install_crds",
+    "install_runtimes",
+    "install_trainer",
     "is_healthy",
     "locate_binaries",
+    "merge_patch",
+    "read_manifests",
+    "render_trainjob",
+    "run_trainjob",
+    "scheduler_plugins_podgroup_crd",
     "up",
     "wait_for",
+    "wait_for_jobset",
+    "write_status",
 ]
