@@ -15,7 +15,9 @@ Guarantees:
   :class:`CacheNotStarted` (``ErrCacheNotStarted``); after ``start``, a read of a kind whose informer has not
   synced yet blocks until it has (controller-runtime's ``BlockUntilSynced`` default).
   :meth:`InformerCache.wait_for_cache_sync` waits for every informer, on events rather than
-  controller-runtime's 100 ms polling.
+  controller-runtime's 100 ms polling; given a ``stop`` event (the manager's), it gives up within
+  :data:`STOP_CHECK_PERIOD` of the cache's clock once that is set, as ``WaitForCacheSync(ctx)`` ends with
+  its context.
 - **Reads.** ``get`` looks a key up; ``list`` walks the namespace index (every informer has one), or a field
   index (``index=(field_name, value)``, exact match, registered with ``controller.indexers.index_field``),
   then filters by label selector. Results come in no particular order.
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
 
 DEFAULT_SYNC_PERIOD = 10 * 3600.0
 """controller-runtime's default ``SyncPeriod``."""
+
+STOP_CHECK_PERIOD = 0.1
+"""Seconds of the cache's clock between looks at the ``stop`` of a sync wait (a sync wakes it at once)."""
 
 
 class CacheNotStarted(RuntimeError):
@@ -312,22 +317,32 @@ class InformerCache:
         if failures:
             raise failures[0]
 
-    def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
+    def wait_for_cache_sync(self, timeout: float | None = None, stop: threading.Event | None = None) -> bool:
         """Wait until the cache has started and every informer created so far has synced.
 
-        Returns False if ``timeout`` seconds (on the cache's clock) pass first, or the cache stops.
+        Returns False if ``timeout`` seconds (on the cache's clock) pass first, the cache stops, or ``stop``
+        is set (noticed within :data:`STOP_CHECK_PERIOD`).
         """
         deadline = None if timeout is None else self._clock.monotonic() + timeout
-
-        def remaining() -> float | None:
-            return None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-
-        self._clock.wait(self._started_or_stopped, remaining())
-        with self._lock:
-            if not self._started or self._stopped:
+        while True:
+            with self._lock:
+                started, stopped = self._started, self._stopped
+                informers = list(self._informers.values())
+            if stopped or (stop is not None and stop.is_set()):
                 return False
-            informers = list(self._informers.values())
-        return all(informer.wait_for_synced(remaining()) for informer in informers)
+            pending = next((i for i in informers if not i.has_synced()), None)
+            if started and pending is None:
+                return True
+            left = None if deadline is None else deadline - self._clock.monotonic()
+            if left is not None and left <= 0:
+                return False
+            if stop is not None:
+                left = STOP_CHECK_PERIOD if left is None else min(left, STOP_CHECK_PERIOD)
+            if started and pending is not None:
+                if not pending.wait_for_synced(left) and pending.is_stopped():
+                    return False  # its thread ended without a sync
+            else:
+                self._clock.wait(self._started_or_stopped, left)
 
     def has_synced(self) -> bool:
         """Whether the cache runs and every informer created so far has synced (a readiness check)."""

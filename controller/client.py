@@ -40,11 +40,12 @@ in ``test/unit/client``).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import quote
 
 import orjson
@@ -58,7 +59,8 @@ from controller.transport import DEFAULT_POOL_SIZE, Query, Response, Stream, Tra
 _log = structlog.get_logger(__name__)
 
 Object = dict[str, Any]
-_QueryPairs = list[tuple[str, str | int | bool]]
+_QueryValue = str | int | bool
+_QueryPairs = list[tuple[str, _QueryValue]]
 
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
@@ -81,6 +83,11 @@ PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
 def deep_copy(obj: Any) -> Any:
     """A deep copy of a JSON-shaped value, by an orjson round trip (several times faster than deepcopy)."""
     return orjson.loads(orjson.dumps(obj))
+
+
+def _query(*pairs: tuple[str, _QueryValue | None]) -> _QueryPairs:
+    """The query parameters that are set, in order: a value of None or ``""`` leaves its parameter out."""
+    return [(name, value) for name, value in pairs if value is not None and value != ""]
 
 
 # --- kinds and resources ---------------------------------------------------------------------------------
@@ -511,6 +518,23 @@ def _decode_error_event(exc: BaseException) -> WatchEvent:
 # --- the client ------------------------------------------------------------------------------------------
 
 
+class _Answer(Protocol):
+    """What :meth:`Client._exchange` reads of a :class:`Response` or a :class:`Stream`."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def read_body(self) -> bytes: ...
+
+
+_A = TypeVar("_A", bound=_Answer)
+_REQUEST_OK = range(200, 207)  # client-go transformResponse: 200 to 206 carry a result
+_WATCH_OK = range(200, 201)
+
+
 @dataclass(frozen=True, slots=True)
 class KindListerWatcher:
     """List and watch one kind, optionally in one namespace and filtered by selectors: what a reflector needs.
@@ -635,6 +659,28 @@ class Client:
         if delay > 0 and self._clock.wait(self._closed, delay):
             raise errors.ClientClosed("the client was closed while waiting to retry")
 
+    def _exchange(self, method: str, path: str, send: Callable[[], _A], *, success: range) -> _A:
+        """Throttle, send, count, retry per Retry-After, and map failures; returns an answer whose status is
+        in ``success``. A failed answer's body is read (and a stream closed) before any retry."""
+        attempt = 0
+        while True:
+            self._throttle()
+            try:
+                answer = send()
+            except errors.TransportError:
+                self._count("<error>", method)
+                raise
+            self._count(str(answer.status), method)
+            if answer.status in success:
+                return answer
+            body = answer.read_body()
+            delay = self._retry_delay(method, answer.status, answer.headers, attempt)
+            if delay is None:
+                raise errors.from_response(answer.status, body, answer.headers, method=method)
+            attempt += 1
+            _log.debug("rest.retry_after", method=method, path=path, status=answer.status, delay_s=delay)
+            self._wait_retry(delay)
+
     def _request(
         self,
         method: str,
@@ -644,26 +690,13 @@ class Client:
         body: bytes | None = None,
         content_type: str | None = None,
     ) -> Response:
-        """Throttle, send, count, retry per Retry-After, and map failures. Returns a 2xx response."""
-        attempt = 0
-        while True:
-            self._throttle()
-            try:
-                response = self._transport.request(
-                    method, path, query=query, body=body, content_type=content_type
-                )
-            except errors.TransportError:
-                self._count("<error>", method)
-                raise
-            self._count(str(response.status), method)
-            if 200 <= response.status <= 206:
-                return response
-            delay = self._retry_delay(method, response.status, response.headers, attempt)
-            if delay is None:
-                raise errors.from_response(response.status, response.body, response.headers, method=method)
-            attempt += 1
-            _log.debug("rest.retry_after", method=method, path=path, status=response.status, delay_s=delay)
-            self._wait_retry(delay)
+        """One request through :meth:`_exchange`; returns a 2xx response."""
+        return self._exchange(
+            method,
+            path,
+            lambda: self._transport.request(method, path, query=query, body=body, content_type=content_type),
+            success=_REQUEST_OK,
+        )
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return orjson.loads(self._request(method, path, **kwargs).body)
@@ -716,19 +749,14 @@ class Client:
     ) -> ListResult:
         """One page of a list, exactly as asked (the reflector drives pagination itself)."""
         resource = self.resource_for(gvk)
-        query: _QueryPairs = []
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        if resource_version:
-            query.append(("resourceVersion", resource_version))
-        if resource_version_match:
-            query.append(("resourceVersionMatch", resource_version_match))
-        if limit:
-            query.append(("limit", limit))
-        if continue_:
-            query.append(("continue", continue_))
+        query = _query(
+            ("labelSelector", label_selector),
+            ("fieldSelector", field_selector),
+            ("resourceVersion", resource_version),
+            ("resourceVersionMatch", resource_version_match),
+            ("limit", limit or None),
+            ("continue", continue_),
+        )
         doc = self._json("GET", resource.path(namespace), query=query)
         items: list[Object] = doc.get("items") or []
         api_version, kind = resource.api_version, resource.kind
@@ -756,38 +784,21 @@ class Client:
         resource_version: str | None = None,
     ) -> ListResult:
         """Every matching object, fetched ``limit`` per page (client-go's pager)."""
-        first = self.list_page(
-            gvk,
-            namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            resource_version=resource_version,
-            limit=limit,
+        list_page = functools.partial(
+            self.list_page, gvk, namespace, label_selector=label_selector, field_selector=field_selector
         )
+        first = list_page(resource_version=resource_version, limit=limit)
         if not first.continue_:
             return first
         items = first.items
         token = first.continue_
         while token:
             try:
-                page = self.list_page(
-                    gvk,
-                    namespace,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                    limit=limit,
-                    continue_=token,
-                )
+                page = list_page(limit=limit, continue_=token)
             except errors.Gone:
                 # FullListIfExpired: the snapshot behind the token was compacted; take one unpaginated list.
                 _log.info("rest.list_continue_expired", kind=gvk.kind, namespace=namespace)
-                return self.list_page(
-                    gvk,
-                    namespace,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                    resource_version=resource_version,
-                )
+                return list_page(resource_version=resource_version)
             items.extend(page.items)
             token = page.continue_
         return ListResult(items=items, resource_version=first.resource_version)
@@ -811,38 +822,25 @@ class Client:
         stretched past it.
         """
         resource = self.resource_for(gvk)
-        query: _QueryPairs = [("watch", True)]
-        if resource_version:
-            query.append(("resourceVersion", resource_version))
-        if timeout_seconds is not None:
-            query.append(("timeoutSeconds", timeout_seconds))
-        if allow_bookmarks:
-            query.append(("allowWatchBookmarks", True))
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = _query(
+            ("watch", True),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", timeout_seconds),
+            ("allowWatchBookmarks", allow_bookmarks or None),
+            ("labelSelector", label_selector),
+            ("fieldSelector", field_selector),
+        )
         timeout = read_timeout if read_timeout is not None else self.watch_read_timeout
         if not allow_bookmarks and timeout_seconds is not None:
             timeout = max(timeout, timeout_seconds + _WATCH_TIMEOUT_SLACK)
         path = resource.path(namespace)
-        attempt = 0
-        while True:
-            self._throttle()
-            try:
-                stream = self._transport.stream("GET", path, query=query, read_timeout=timeout)
-            except errors.TransportError:
-                self._count("<error>", "GET")
-                raise
-            self._count(str(stream.status), "GET")
-            if stream.status == 200:
-                return Watch(stream, gvk=gvk)
-            body = stream.read_body()
-            delay = self._retry_delay("GET", stream.status, stream.headers, attempt)
-            if delay is None:
-                raise errors.from_response(stream.status, body, stream.headers, method="GET")
-            attempt += 1
-            self._wait_retry(delay)
+        stream = self._exchange(
+            "GET",
+            path,
+            lambda: self._transport.stream("GET", path, query=query, read_timeout=timeout),
+            success=_WATCH_OK,
+        )
+        return Watch(stream, gvk=gvk)
 
     def lister_watcher(
         self,
@@ -856,26 +854,32 @@ class Client:
 
     # --- writes ------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _write_query(field_manager: str | None, force: bool | None = None) -> _QueryPairs:
-        query: _QueryPairs = []
-        if field_manager:
-            query.append(("fieldManager", field_manager))
-        if force is not None:
-            query.append(("force", force))
-        return query
+    def _write(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str,
+        *,
+        field_manager: str | None,
+        force: bool | None = None,
+    ) -> Object:
+        """Send ``body`` (JSON-encoded unless already bytes) and return the object the server answers with."""
+        written: Object = self._json(
+            method,
+            path,
+            query=_query(("fieldManager", field_manager), ("force", force)),
+            body=body if isinstance(body, bytes) else orjson.dumps(body),
+            content_type=content_type,
+        )
+        return written
 
     def create(self, obj: Mapping[str, Any], *, field_manager: str | None = None) -> Object:
         """POST a new object; raises :class:`~controller.errors.AlreadyExists` if the name is taken."""
         resource, namespace, _ = self._located(obj)
-        created: Object = self._json(
-            "POST",
-            resource.path(namespace),
-            query=self._write_query(field_manager),
-            body=orjson.dumps(obj),
-            content_type="application/json",
+        return self._write(
+            "POST", resource.path(namespace), obj, "application/json", field_manager=field_manager
         )
-        return created
 
     def update(self, obj: Mapping[str, Any], *, field_manager: str | None = None) -> Object:
         """PUT the whole object; a stale ``metadata.resourceVersion`` raises
@@ -888,14 +892,8 @@ class Client:
 
     def _put(self, obj: Mapping[str, Any], subresource: str | None, field_manager: str | None) -> Object:
         resource, namespace, name = self._located(obj)
-        updated: Object = self._json(
-            "PUT",
-            resource.path(namespace, name, subresource),
-            query=self._write_query(field_manager),
-            body=orjson.dumps(obj),
-            content_type="application/json",
-        )
-        return updated
+        path = resource.path(namespace, name, subresource)
+        return self._write("PUT", path, obj, "application/json", field_manager=field_manager)
 
     def patch(
         self,
@@ -944,14 +942,13 @@ class Client:
         if content_type is None or patch_type == "apply":
             raise ValueError(f"unknown patch type {patch_type!r}; use apply() for server-side apply")
         resource = self._named(gvk, name, namespace)
-        patched: Object = self._json(
+        return self._write(
             "PATCH",
             resource.path(namespace, name, subresource),
-            query=self._write_query(field_manager),
-            body=patch if isinstance(patch, bytes) else orjson.dumps(patch),
-            content_type=content_type,
+            patch,
+            content_type,
+            field_manager=field_manager,
         )
-        return patched
 
     def apply(self, obj: Mapping[str, Any], field_manager: str, *, force: bool = True) -> Object:
         """Server-side apply ``obj`` (the fields this manager owns, nothing else) and return the result.
@@ -974,14 +971,10 @@ class Client:
         resource, namespace, name = self._located(obj)
         if not name:
             raise ValueError("server-side apply needs metadata.name")
-        applied: Object = self._json(
-            "PATCH",
-            resource.path(namespace, name, subresource),
-            query=self._write_query(field_manager, force),
-            body=orjson.dumps(obj),
-            content_type=PATCH_CONTENT_TYPES["apply"],
+        path = resource.path(namespace, name, subresource)
+        return self._write(
+            "PATCH", path, obj, PATCH_CONTENT_TYPES["apply"], field_manager=field_manager, force=force
         )
-        return applied
 
     def delete(
         self,

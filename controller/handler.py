@@ -30,7 +30,7 @@ of the owner's scope (the caller says whether the owner kind is namespaced), and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -142,12 +142,17 @@ def _unchanged(event: UpdateEvent) -> bool:
     return _resource_version(event.object_old) == _resource_version(event.object_new)
 
 
+def _low_priority_queue(queue: RequestQueue, low_priority: bool) -> RequestQueue:
+    """``queue``, or when asked for and the queue has priorities, a view whose plain adds use
+    :data:`LOW_PRIORITY`."""
+    if low_priority and _is_priority_queue(queue):
+        return _DefaultPriorityQueue(queue, LOW_PRIORITY)  # type: ignore[arg-type]
+    return queue
+
+
 def _adder(queue: RequestQueue, low_priority: bool) -> Callable[[Request], None]:
     """``queue.add``, or an add at :data:`LOW_PRIORITY` when asked for and the queue has priorities."""
-    if low_priority and _is_priority_queue(queue):
-        add_with_opts = queue.add_with_opts  # type: ignore[attr-defined]
-        return lambda request: add_with_opts(request, priority=LOW_PRIORITY)
-    return queue.add
+    return _low_priority_queue(queue, low_priority).add
 
 
 def _request_for(obj: Object) -> Request | None:
@@ -166,37 +171,63 @@ class EnqueueRequestForObject:
 
     __slots__ = ()
 
-    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
-        request = _request_for(event.object)
+    @staticmethod
+    def _enqueue(request: Request | None, event_kind: str, add: Callable[[Request], None]) -> None:
         if request is None:
-            _log.error("handler.object_without_name", event_kind="create")
+            _log.error("handler.object_without_name", event_kind=event_kind)
             return
-        _adder(queue, event.is_in_initial_list)(request)
+        add(request)
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._enqueue(_request_for(event.object), "create", _adder(queue, event.is_in_initial_list))
 
     def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
         # Upstream enqueues the new object, or the old one if the new one has no name.
         request = _request_for(event.object_new) or _request_for(event.object_old)
-        if request is None:
-            _log.error("handler.object_without_name", event_kind="update")
-            return
-        _adder(queue, _unchanged(event))(request)
+        self._enqueue(request, "update", _adder(queue, _unchanged(event)))
 
     def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
-        request = _request_for(event.object)
-        if request is None:
-            _log.error("handler.object_without_name", event_kind="delete")
-            return
-        queue.add(request)
+        self._enqueue(_request_for(event.object), "delete", queue.add)
 
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
-        request = _request_for(event.object)
-        if request is None:
-            _log.error("handler.object_without_name", event_kind="generic")
-            return
-        queue.add(request)
+        self._enqueue(_request_for(event.object), "generic", queue.add)
 
     def __repr__(self) -> str:
         return "EnqueueRequestForObject()"
+
+
+# --- handlers that map objects to requests ---------------------------------------------------------------
+
+
+class _EnqueueMapped:
+    """What the owner and map-function handlers share: each object of an event is mapped to requests
+    (:meth:`_requests`); an update maps both the old and the new object; each request is added once, in the
+    order first mapped."""
+
+    __slots__ = ()
+
+    def _requests(self, obj: Object) -> Iterable[Request]:
+        raise NotImplementedError
+
+    def _enqueue(self, objs: Sequence[Object], add: Callable[[Request], None]) -> None:
+        requests: dict[Request, None] = {}  # ordered, deduplicated
+        for obj in objs:
+            for request in self._requests(obj):
+                requests[request] = None
+        for request in requests:
+            add(request)
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), _adder(queue, event.is_in_initial_list))
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object_old, event.object_new), _adder(queue, _unchanged(event)))
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), queue.add)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self._enqueue((event.object,), queue.add)
 
 
 # --- EnqueueRequestForOwner -------------------------------------------------------------------------------
@@ -217,7 +248,7 @@ def _group_of(api_version: str) -> str:
     return group if version else api_version  # "v1" is the core group ""
 
 
-class EnqueueRequestForOwner:
+class EnqueueRequestForOwner(_EnqueueMapped):
     """Enqueues the owner(s) of the object, matched on the owner reference's group and kind only.
 
     With ``only_controller`` (the default, and what ``ControllerBuilder.owns`` uses) only the owner reference
@@ -236,7 +267,7 @@ class EnqueueRequestForOwner:
         self._only_controller = only_controller
         self._namespaced = owner_namespaced
 
-    def _owners(self, obj: Object, into: dict[Request, None]) -> None:
+    def _requests(self, obj: Object) -> Iterator[Request]:
         meta = obj.get("metadata") or {}
         for ref in meta.get("ownerReferences") or ():
             if self._only_controller and not ref.get("controller"):
@@ -244,26 +275,7 @@ class EnqueueRequestForOwner:
             if ref.get("kind") != self._kind or _group_of(ref.get("apiVersion", "")) != self._group:
                 continue
             namespace = (meta.get("namespace") or "") if self._namespaced else ""
-            into[Request(namespace, ref["name"])] = None
-
-    def _enqueue(self, objs: Sequence[Object], add: Callable[[Request], None]) -> None:
-        requests: dict[Request, None] = {}  # ordered, deduplicated
-        for obj in objs:
-            self._owners(obj, requests)
-        for request in requests:
-            add(request)
-
-    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object,), _adder(queue, event.is_in_initial_list))
-
-    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object_old, event.object_new), _adder(queue, _unchanged(event)))
-
-    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object,), queue.add)
-
-    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object,), queue.add)
+            yield Request(namespace, ref["name"])
 
     def __repr__(self) -> str:
         return (
@@ -278,7 +290,7 @@ MapFunc = Callable[[Object], Iterable[Request]]
 """Maps an object to the requests it should wake. Runs on the informer's thread: read the cache only."""
 
 
-class EnqueueRequestsFromMapFunc:
+class EnqueueRequestsFromMapFunc(_EnqueueMapped):
     """Enqueues whatever a function maps the object to; an update maps both old and new objects."""
 
     __slots__ = ("_fn",)
@@ -286,25 +298,8 @@ class EnqueueRequestsFromMapFunc:
     def __init__(self, fn: MapFunc) -> None:
         self._fn = fn
 
-    def _enqueue(self, objs: Sequence[Object], add: Callable[[Request], None]) -> None:
-        requests: dict[Request, None] = {}
-        for obj in objs:
-            for request in self._fn(obj):
-                requests[request] = None
-        for request in requests:
-            add(request)
-
-    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object,), _adder(queue, event.is_in_initial_list))
-
-    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object_old, event.object_new), _adder(queue, _unchanged(event)))
-
-    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object,), queue.add)
-
-    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
-        self._enqueue((event.object,), queue.add)
+    def _requests(self, obj: Object) -> Iterable[Request]:
+        return self._fn(obj)
 
     def __repr__(self) -> str:
         return f"EnqueueRequestsFromMapFunc({getattr(self._fn, '__qualname__', self._fn)!r})"
@@ -350,18 +345,12 @@ class Funcs:
     generic_fn: Callable[[GenericEvent, RequestQueue], None] | None = None
 
     def create(self, event: CreateEvent, queue: RequestQueue) -> None:
-        if self.create_fn is None:
-            return
-        if event.is_in_initial_list and _is_priority_queue(queue):
-            queue = _DefaultPriorityQueue(queue, LOW_PRIORITY)  # type: ignore[arg-type]
-        self.create_fn(event, queue)
+        if self.create_fn is not None:
+            self.create_fn(event, _low_priority_queue(queue, event.is_in_initial_list))
 
     def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
-        if self.update_fn is None:
-            return
-        if _unchanged(event) and _is_priority_queue(queue):
-            queue = _DefaultPriorityQueue(queue, LOW_PRIORITY)  # type: ignore[arg-type]
-        self.update_fn(event, queue)
+        if self.update_fn is not None:
+            self.update_fn(event, _low_priority_queue(queue, _unchanged(event)))
 
     def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
         if self.delete_fn is not None:

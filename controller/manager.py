@@ -10,7 +10,8 @@ Start order (:meth:`Manager.run`), each step finishing before the next:
    (``/healthz``, ``/readyz`` with the checks added so far; no check can be added after this point);
 2. the event broadcaster;
 3. the cache: its informers start and the manager waits until they have synced (``cache_sync_timeout``,
-   2 minutes; a timeout fails :meth:`Manager.run`);
+   2 minutes; a timeout fails :meth:`Manager.run`; :meth:`Manager.stop` ends the wait, and then ``run``
+   stops what it started and returns);
 4. runnables that do not need leader election;
 5. leader election, if enabled: a ``coordination.k8s.io/v1`` Lease named ``leader_election_id``;
 6. once leading (at once without leader election), the runnables that need it: the controllers.
@@ -33,8 +34,9 @@ Guarantees:
 - :meth:`Manager.run_until_signal` turns the first SIGTERM/SIGINT into a graceful stop; a second one exits
   the process at once with status 1. Signal handlers only set a flag; the manager runs on its own thread.
 - The leader-election client's requests time out after ``max(renew_deadline / 2, 1 s)``, so one hung
-  request cannot cost the lease (:meth:`Manager.from_kubeconfig` builds that client; pass
-  ``leader_election_client`` yourself otherwise).
+  request cannot cost the lease (:meth:`Manager.from_kubeconfig` builds that client on the main client's
+  configuration, :meth:`~controller.transport.Transport.with_options`; pass ``leader_election_client``
+  yourself otherwise).
 - Controller names are unique within a manager.
 
 Deliberately missing: webhooks (later), warm-up of controllers on standby replicas, ``Add`` after start
@@ -64,7 +66,6 @@ from controller.clock import REAL_CLOCK, Clock
 from controller.events import EventBroadcaster, EventRecorder
 from controller.healthz import Checker, Handler, LoopbackServer, Response, parse_bind_address
 from controller.leaderelection import LeaderElector, LeaseLock, new_identity
-from controller.transport import Transport
 
 __all__ = [
     "Cache",
@@ -112,7 +113,9 @@ class Cache(Protocol):
 
     def stop(self) -> None: ...
 
-    def wait_for_cache_sync(self, timeout: float | None = None) -> bool: ...
+    def wait_for_cache_sync(
+        self, timeout: float | None = None, stop: threading.Event | None = None
+    ) -> bool: ...
 
 
 class _Waker:
@@ -214,12 +217,13 @@ class Manager:
         burst: int = 100,
         **options: Any,
     ) -> Manager:
-        """Loads the config (``kubeconfig``, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``), builds the
-        client and, with leader election, a second client with the short per-request timeout."""
+        """Loads the config (``kubeconfig``, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``) once, builds the
+        client and, with leader election, a second client on the same configuration whose requests time out
+        after ``max(renew_deadline / 2, 1 s)``."""
         client = Client.load(kubeconfig, context, qps=qps, burst=burst)
         if options.get("leader_election") and options.get("leader_election_client") is None:
             timeout = max(options.get("renew_deadline", 10.0) / 2, 1.0)
-            transport = Transport.load(kubeconfig, context, read_timeout=timeout, connect_timeout=timeout)
+            transport = client.transport.with_options(read_timeout=timeout, connect_timeout=timeout)
             options["leader_election_client"] = Client(transport, qps=qps, burst=burst)
         return cls(client, **options)
 
@@ -306,7 +310,8 @@ class Manager:
             self._start_servers()
             if self._broadcaster is not None:
                 self._broadcaster.start()
-            self._start_cache()
+            if not self._start_cache():
+                return  # stopped while the caches were syncing; the finally below stops what runs
             for runnable in self._runnables:
                 if not runnable.need_leader_election():
                     runnable.start(self._abort_start)
@@ -350,11 +355,16 @@ class Manager:
             except OSError as exc:
                 raise ManagerError(f"cannot serve {server!r}: {exc}") from exc
 
-    def _start_cache(self) -> None:
+    def _start_cache(self) -> bool:
+        """Starts the cache and waits for it to sync; False if :meth:`stop` ended the wait."""
         self.cache.start()
-        if not self.cache.wait_for_cache_sync(self._cache_sync_timeout):
+        if not self.cache.wait_for_cache_sync(self._cache_sync_timeout, stop=self._abort_start):
+            if self._abort_start.is_set():
+                _log.info("manager.stopped_before_caches_synced")
+                return False
             raise ManagerError(f"caches did not sync within {self._cache_sync_timeout}s")
         _log.info("manager.caches_synced")
+        return True
 
     def _start_leader_election(self) -> None:
         namespace = self._leader_election_namespace or _pod_namespace()

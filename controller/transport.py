@@ -13,6 +13,9 @@ What it does:
   ``Configuration.auth_settings()``, which runs the ``refresh_api_key_hook`` the loaders install: exec
   plugins and auth providers are re-run when their token expires, and the in-cluster token file (a projected,
   rotating token) is re-read every minute. The hook runs under a lock, so concurrent workers refresh once.
+- **Derived transports.** :meth:`Transport.with_options` gives a transport with other timeouts or another
+  pool size on the same loaded configuration (and refresh lock): nothing is loaded twice, and one refresh
+  serves both (the manager's leader-election client).
 - **One connection pool**, urllib3's, sized explicitly by the caller (``pool_size``: open watches + workers
   + slack; each open watch holds a connection for its whole life). TCP keepalive as client-go dials
   (30 s idle, 15 s probes) and ``TCP_NODELAY``. A loopback server never goes through an environment proxy,
@@ -87,6 +90,10 @@ class Response:
     status: int
     headers: Mapping[str, str]
     body: bytes
+
+    def read_body(self) -> bytes:
+        """The body (already read), as :meth:`Stream.read_body` gives a stream's."""
+        return self.body
 
 
 class Stream:
@@ -185,6 +192,7 @@ class Transport:
         """Wrap a loaded ``kubernetes.client.Configuration``; prefer the ``from_*``/``load`` constructors."""
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        # Read once, by the ApiClient below: a transport derived later (with_options) sets its own size.
         configuration.connection_pool_maxsize = pool_size
         configuration.keep_alive = True  # client-go's dialer keepalive (kubernetes.utils.keepalive)
         if _is_loopback(configuration.host):
@@ -192,6 +200,7 @@ class Transport:
         self._configuration = configuration
         self._api_client = k8s_client.ApiClient(configuration)
         self._pool: urllib3.PoolManager = self._api_client.rest_client.pool_manager
+        # Guards auth_settings(), whose refresh hook rewrites the configuration (shared by with_options).
         self._auth_lock = threading.Lock()
         self.server: str = configuration.host.rstrip("/")
         self.host: str = urlsplit(self.server).netloc
@@ -268,6 +277,32 @@ class Transport:
         configuration.key_file = key_file
         return cls(configuration, **options)
 
+    def with_options(
+        self,
+        *,
+        pool_size: int | None = None,
+        user_agent: str | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+    ) -> Transport:
+        """A transport to the same server with the same credentials, and the options given instead of ours.
+
+        The loaded configuration is shared, not loaded again: one exec plugin, auth provider or token file
+        keeps both transports' credentials fresh, refreshed once under one lock. The new transport has its
+        own connection pool (``pool_size`` connections); closing either leaves the other open. This is how a
+        client with short timeouts for leader election is made (client-go's ``rest.CopyConfig`` with
+        ``Timeout`` set).
+        """
+        derived = Transport(
+            self._configuration,
+            pool_size=self.pool_size if pool_size is None else pool_size,
+            user_agent=self.user_agent if user_agent is None else user_agent,
+            connect_timeout=self.connect_timeout if connect_timeout is None else connect_timeout,
+            read_timeout=self.read_timeout if read_timeout is None else read_timeout,
+        )
+        derived._auth_lock = self._auth_lock  # the shared configuration refreshes under one lock
+        return derived
+
     # --- requests ----------------------------------------------------------------------------------------
 
     def _url(self, path: str, query: Query | None) -> str:
@@ -295,10 +330,10 @@ class Transport:
         path: str,
         *,
         query: Query | None,
-        body: bytes | None,
-        content_type: str | None,
         read_timeout: float | None,
         stream: bool,
+        body: bytes | None = None,
+        content_type: str | None = None,
     ) -> urllib3.HTTPResponse:
         try:
             response = self._pool.urlopen(
@@ -329,13 +364,15 @@ class Transport:
         read_timeout: float | None = None,
     ) -> Response:
         """Send one request and read the whole answer. Failure statuses are returned, not raised."""
+        if read_timeout is None:
+            read_timeout = self.read_timeout
         response = self._send(
             method,
             path,
             query=query,
             body=body,
             content_type=content_type,
-            read_timeout=read_timeout if read_timeout is not None else self.read_timeout,
+            read_timeout=read_timeout,
             stream=False,
         )
         return Response(status=response.status, headers=response.headers, body=response.data or b"")
@@ -345,15 +382,7 @@ class Transport:
     ) -> Stream:
         """Send one request and return as soon as the headers arrive; read the body from the
         :class:`Stream`. ``read_timeout`` bounds the silence between two reads (None waits forever)."""
-        response = self._send(
-            method,
-            path,
-            query=query,
-            body=None,
-            content_type=None,
-            read_timeout=read_timeout,
-            stream=True,
-        )
+        response = self._send(method, path, query=query, read_timeout=read_timeout, stream=True)
         return Stream(response, read_timeout=read_timeout)
 
     def close(self) -> None:

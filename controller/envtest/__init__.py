@@ -10,7 +10,9 @@ through a kubeconfig, exactly as they would to any cluster; what it guarantees i
 - ``kubeconfig``: self-contained kubeconfig files;
 - ``binaries``: where etcd and kube-apiserver are found (``TEST_ASSET_*``, ``KUBEBUILDER_ASSETS``, or
   ``hack/build-binaries.sh --print``); the library never builds them;
-- ``process``: child processes in their own process groups, stopped at exit or on SIGTERM.
+- ``process``: child processes in their own process groups, stopped at exit or on SIGTERM;
+- ``suite``: what the tests around a cluster share: :func:`eventually` and :func:`wait_until` (bounded
+  waits), per-test namespace names, minimal CRDs for made-up kinds, loading ``hack/`` scripts.
 
 It talks to kube-apiserver with the standard library (``http.client`` + ``ssl``), not the ``kubernetes``
 package, which only ``controller.transport`` may import.
@@ -23,6 +25,7 @@ from controller.envtest.binaries import Binaries, BinariesNotFound, find_binarie
 from controller.envtest.certs import CertificateAuthority, KeyPair, SigningKeyPair, generate_rsa_keypair
 from controller.envtest.controlplane import ControlPlane, ControlPlaneStatistics, load_crds
 from controller.envtest.errors import EnvtestError, RequestError, StartError
+from controller.envtest.suite import eventually, load_script, namespace_name, namespaced_crd, wait_until
 
 __all__ = [
     "Binaries",
@@ -36,7 +39,12 @@ __all__ = [
     "Response",
     "SigningKeyPair",
     "StartError",
+    "eventually",
     "find_binaries",
     "generate_rsa_keypair",
     "load_crds",
+    "load_script",
+    "namespace_name",
+    "namespaced_crd",
+    "wait_until",
 ]

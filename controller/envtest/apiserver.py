@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import http.client
 import ssl
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ import orjson
 from controller.clock import REAL_CLOCK, Clock
 from controller.envtest.certs import CertificateAuthority, KeyPair, generate_rsa_keypair
 from controller.envtest.errors import EnvtestError, StartError
-from controller.envtest.process import ManagedProcess, free_port, wait_until_ready
+from controller.envtest.process import ManagedProcess, free_port, retry_port_races, start_until_ready
 
 ADMIN_USER = "admin"
 ADMIN_GROUPS = ("system:masters",)
@@ -52,7 +51,6 @@ _SERVING_HOSTS = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
-_PORT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,15 +166,11 @@ class APIServer:
 
     def start(self) -> None:
         """Start on a fresh loopback port and wait until ``/readyz`` is 200."""
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            try:
-                self._start_on(free_port())
-            except StartError as exc:
-                if exc.address_in_use and attempt < _PORT_ATTEMPTS:
-                    continue
-                self.port = 0
-                raise
-            return
+        try:
+            retry_port_races(lambda: self._start_on(free_port()))
+        except StartError:
+            self.port = 0
+            raise
 
     def restart(self) -> None:
         """Stop, then start again on the same port with the same flags, certificates and etcd."""
@@ -184,16 +178,7 @@ class APIServer:
             raise RuntimeError("kube-apiserver has not been started")
         self.stop()
         # Another process may grab the port in the gap; give it a few tries before giving up.
-        never = threading.Event()  # nothing sets it: clock.wait() below is a pause
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            try:
-                self._start_on(self.port)
-            except StartError as exc:
-                if exc.address_in_use and attempt < _PORT_ATTEMPTS:
-                    self._clock.wait(never, 0.5)
-                    continue
-                raise
-            return
+        retry_port_races(lambda: self._start_on(self.port), pause=0.5, clock=self._clock)
 
     def stop(self) -> None:
         """Stop kube-apiserver (SIGTERM, then SIGKILL); idempotent."""
@@ -240,12 +225,7 @@ class APIServer:
         ]
         self._process = ManagedProcess("kube-apiserver", argv, self._log_path)
         self.port = port
-        self._process.start()
-        try:
-            wait_until_ready(self._process, self.ready, timeout=self._start_timeout, clock=self._clock)
-        except StartError:
-            self._process.stop()
-            raise
+        start_until_ready(self._process, self.ready, timeout=self._start_timeout, clock=self._clock)
 
     def __repr__(self) -> str:
         state = "running" if self.running() else "stopped"

@@ -97,31 +97,9 @@ class CertificateAuthority:
         """Generate a fresh key and a self-signed CA certificate named ``common_name``."""
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = _dt.datetime.now(_dt.UTC)
         public = key.public_key()
         certificate = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            _certificate_builder(name, name, public, ca=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .sign(key, hashes.SHA256())
         )
@@ -170,30 +148,8 @@ class CertificateAuthority:
         sans: x509.SubjectAlternativeName | None,
     ) -> KeyPair:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = _dt.datetime.now(_dt.UTC)
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self._certificate.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            _certificate_builder(subject, self._certificate.subject, key.public_key(), ca=False)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False
@@ -206,6 +162,38 @@ class CertificateAuthority:
 
     def __repr__(self) -> str:
         return f"CertificateAuthority(subject={self._certificate.subject.rfc4514_string()!r})"
+
+
+def _certificate_builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, *, ca: bool
+) -> x509.CertificateBuilder:
+    """What every certificate here has: a random serial, the validity window, and a CA's or a leaf's basic
+    constraints and key usage (digital signature, plus certificate and CRL signing for a CA)."""
+    now = _dt.datetime.now(_dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
 
 
 def generate_rsa_keypair(bits: int = 2048) -> SigningKeyPair:

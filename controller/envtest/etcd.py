@@ -25,10 +25,8 @@ import orjson
 
 from controller.clock import REAL_CLOCK, Clock
 from controller.envtest.errors import EnvtestError, StartError
-from controller.envtest.process import ManagedProcess, free_port, wait_until_ready
+from controller.envtest.process import ManagedProcess, free_port, retry_port_races, start_until_ready
 
-# How often start() may retry after losing a port race.
-_PORT_ATTEMPTS = 5
 # Written before each compaction; outside kube-apiserver's /registry prefix, so no client ever sees it.
 _COMPACTION_MARKER = b"/envtest/compaction-marker"
 
@@ -80,20 +78,17 @@ class Etcd:
 
     def start(self) -> None:
         """Start etcd on fresh loopback ports and wait until it is healthy."""
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            client_port, peer_port = free_port(), free_port()
-            self._process = ManagedProcess("etcd", self.argv(client_port, peer_port), self._log_path)
-            self.client_port, self.peer_port = client_port, peer_port
-            self._process.start()
-            try:
-                wait_until_ready(self._process, self.healthy, timeout=self._start_timeout, clock=self._clock)
-            except StartError as exc:
-                self._process.stop()
-                if exc.address_in_use and attempt < _PORT_ATTEMPTS:
-                    continue
-                self.client_port = self.peer_port = 0
-                raise
-            return
+        try:
+            retry_port_races(self._start_on_free_ports)
+        except StartError:
+            self.client_port = self.peer_port = 0
+            raise
+
+    def _start_on_free_ports(self) -> None:
+        client_port, peer_port = free_port(), free_port()
+        self._process = ManagedProcess("etcd", self.argv(client_port, peer_port), self._log_path)
+        self.client_port, self.peer_port = client_port, peer_port
+        start_until_ready(self._process, self.healthy, timeout=self._start_timeout, clock=self._clock)
 
     def stop(self) -> None:
         """Stop etcd (SIGTERM, then SIGKILL); idempotent."""

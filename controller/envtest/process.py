@@ -245,6 +245,9 @@ def stop_all() -> None:
 
 # -- start-up helpers -------------------------------------------------------------------------------------
 
+PORT_ATTEMPTS = 5
+"""How many times a start on freshly chosen ports is tried when another process takes one meanwhile."""
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the caller must retry if it is taken meanwhile)."""
@@ -277,3 +280,32 @@ def wait_until_ready(
         if clock.monotonic() >= deadline:
             raise StartError.for_process(process, f"{process.name} was not ready after {timeout:g} s")
         clock.wait(never, interval)
+
+
+def start_until_ready(
+    process: ManagedProcess, ready: Callable[[], bool], *, timeout: float, clock: Clock = REAL_CLOCK
+) -> None:
+    """Start ``process`` and :func:`wait_until_ready`; if it is not ready, stop it and raise StartError."""
+    process.start()
+    try:
+        wait_until_ready(process, ready, timeout=timeout, clock=clock)
+    except StartError:
+        process.stop()
+        raise
+
+
+def retry_port_races(
+    start: Callable[[], None], *, pause: float = 0.0, clock: Clock = REAL_CLOCK, attempts: int = PORT_ATTEMPTS
+) -> None:
+    """Call ``start`` until it returns, again (``pause`` seconds later) after each StartError caused by a
+    port taken meanwhile, at most ``attempts`` times; any other error, or the last one, propagates."""
+    never = threading.Event()  # nothing sets it: clock.wait() below is a pause
+    for attempt in range(1, attempts + 1):
+        try:
+            start()
+            return
+        except StartError as exc:
+            if not exc.address_in_use or attempt == attempts:
+                raise
+        if pause > 0:
+            clock.wait(never, pause)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Protocol, TypeVar
 
 from controller.clock import REAL_CLOCK, Clock
@@ -44,6 +44,44 @@ class DelayingInterface(Interface[T], Protocol[T]):
     def add_after(self, item: T, delay: float) -> None:
         """Add ``item`` once ``delay`` seconds have passed (at once if ``delay <= 0``)."""
         ...
+
+
+class DelayThread:
+    """The thread ``workqueue/<name>/delay`` of a queue with delayed items, and how it is woken.
+
+    It calls ``promote`` (which moves the items that are due to ready, under the queue's locks, and returns
+    the seconds until the next one is due, or None), then sleeps on :attr:`wake` until then, at most
+    :data:`MAX_WAIT`, and again. ``promote`` must clear :attr:`wake` under the lock that guards the delayed
+    items, and an add that makes a new earliest item must set it under the same lock, so no wake-up is lost.
+    Owned by the queue that starts it; :meth:`signal_stop` then :meth:`join` end it.
+    """
+
+    def __init__(self, name: str, clock: Clock, promote: Callable[[], float | None]) -> None:
+        self.wake = threading.Event()
+        self._clock = clock
+        self._promote = promote
+        self._stop = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"workqueue/{name or 'unnamed'}/delay", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            next_in = self._promote()
+            self._clock.wait(self.wake, MAX_WAIT if next_in is None else min(next_in, MAX_WAIT))
+
+    def signal_stop(self) -> None:
+        """Tell the thread to exit after its current ``promote``; does not wait."""
+        self._stop = True
+        self.wake.set()
+
+    def join(self) -> None:
+        """Wait for the thread to exit (call :meth:`signal_stop` first)."""
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 class DelayingQueue(Queue[T]):
@@ -70,13 +108,9 @@ class DelayingQueue(Queue[T]):
         # The ready time of every waiting item: the earliest of its add_after calls.
         self._ready_at: dict[T, float] = {}
         self._seq = 0
-        # Set to wake the delay thread: an entry became the earliest, or the queue is shutting down.
-        self._wake = threading.Event()
-        self._stop = False
-        self._delay_thread = threading.Thread(
-            target=self._waiting_loop, name=f"workqueue/{name or 'unnamed'}/delay", daemon=True
-        )
-        self._delay_thread.start()
+        # Woken when an entry becomes the earliest, or the queue is shutting down.
+        self._delay = DelayThread(name, clock, self._add_ready)
+        self._delay.start()
 
     def add_after(self, item: T, delay: float) -> None:
         """Add ``item`` after ``delay`` seconds of the queue's clock; at once if ``delay <= 0``.
@@ -100,7 +134,7 @@ class DelayingQueue(Queue[T]):
             self._seq += 1
             heapq.heappush(self._waiting, (ready_at, self._seq, item))
             if self._waiting[0][1] == self._seq:  # the new earliest: the thread may be waiting for later
-                self._wake.set()
+                self._delay.wake.set()
 
     def _pop_ready(self) -> tuple[list[T], float | None]:
         """Remove the waiting items that are ready now; return them and the next ready time."""
@@ -114,31 +148,28 @@ class DelayingQueue(Queue[T]):
                     continue
                 if ready_at > now:
                     # Clear under the lock: an add_after from here on sets it again.
-                    self._wake.clear()
+                    self._delay.wake.clear()
                     return ready, ready_at - now
                 heapq.heappop(self._waiting)
                 del self._ready_at[item]
                 ready.append(item)
-            self._wake.clear()
+            self._delay.wake.clear()
             return ready, None
 
-    def _waiting_loop(self) -> None:
-        while not self._stop:
-            ready, next_in = self._pop_ready()
-            for item in ready:
-                self.add(item)
-            timeout = MAX_WAIT if next_in is None else min(next_in, MAX_WAIT)
-            self._clock.wait(self._wake, timeout)
+    def _add_ready(self) -> float | None:
+        """The delay thread's turn: add the items that are due; seconds until the next one, if any."""
+        ready, next_in = self._pop_ready()
+        for item in ready:
+            self.add(item)
+        return next_in
 
     def _signal_threads(self) -> None:
         super()._signal_threads()
-        self._stop = True
-        self._wake.set()
+        self._delay.signal_stop()
 
     def _join_threads(self) -> None:
         super()._join_threads()
-        if self._delay_thread.is_alive() and self._delay_thread is not threading.current_thread():
-            self._delay_thread.join()
+        self._delay.join()
 
     def _repr_fields(self) -> str:
         with self._waiting_lock:

@@ -211,35 +211,28 @@ class PrometheusMetricsProvider:
     ``WorkqueueMetricsProvider``), with ``name`` and ``controller`` both set to the queue name."""
 
     def new_depth_metric(self, name: str) -> GaugeMetric:
-        child: GaugeMetric = _m.workqueue_depth.labels(name, name, "")
-        return child
+        return _m.workqueue_depth.labels(name, name, "")
 
     def new_depth_metric_with_priority(self, name: str) -> DepthMetricWithPriority:
         return _PriorityDepth(name)
 
     def new_adds_metric(self, name: str) -> CounterMetric:
-        child: CounterMetric = _m.workqueue_adds_total.labels(name, name)
-        return child
+        return _m.workqueue_adds_total.labels(name, name)
 
     def new_latency_metric(self, name: str) -> HistogramMetric:
-        child: HistogramMetric = _m.workqueue_queue_duration_seconds.labels(name, name)
-        return child
+        return _m.workqueue_queue_duration_seconds.labels(name, name)
 
     def new_work_duration_metric(self, name: str) -> HistogramMetric:
-        child: HistogramMetric = _m.workqueue_work_duration_seconds.labels(name, name)
-        return child
+        return _m.workqueue_work_duration_seconds.labels(name, name)
 
     def new_unfinished_work_seconds_metric(self, name: str) -> SettableGaugeMetric:
-        child: SettableGaugeMetric = _m.workqueue_unfinished_work_seconds.labels(name, name)
-        return child
+        return _m.workqueue_unfinished_work_seconds.labels(name, name)
 
     def new_longest_running_processor_seconds_metric(self, name: str) -> SettableGaugeMetric:
-        child: SettableGaugeMetric = _m.workqueue_longest_running_processor_seconds.labels(name, name)
-        return child
+        return _m.workqueue_longest_running_processor_seconds.labels(name, name)
 
     def new_retries_metric(self, name: str) -> CounterMetric:
-        child: CounterMetric = _m.workqueue_retries_total.labels(name, name)
-        return child
+        return _m.workqueue_retries_total.labels(name, name)
 
     def __repr__(self) -> str:
         return "PrometheusMetricsProvider()"
@@ -378,24 +371,29 @@ def records(provider: MetricsProvider | None, name: str) -> bool:
     return bool(name) and not isinstance(provider, NoopMetricsProvider)
 
 
+def _recording_provider(provider: MetricsProvider | None, name: str) -> MetricsProvider | None:
+    """What a queue called ``name`` records through (None: the default provider); None if nothing."""
+    if provider is None:
+        provider = DEFAULT_METRICS_PROVIDER
+    return provider if records(provider, name) else None
+
+
 def new_queue_metrics(
     provider: MetricsProvider | None, name: str, clock: Clock, *, with_priority: bool = False
 ) -> QueueMetrics[T] | NoQueueMetrics[T]:
     """The recorder for a queue: :class:`NoQueueMetrics` unless :func:`records`."""
-    if provider is None:
-        provider = DEFAULT_METRICS_PROVIDER
-    if not records(provider, name):
+    recording = _recording_provider(provider, name)
+    if recording is None:
         return NoQueueMetrics()
-    return QueueMetrics(provider, name, clock, with_priority=with_priority)
+    return QueueMetrics(recording, name, clock, with_priority=with_priority)
 
 
 def new_retry_metrics(provider: MetricsProvider | None, name: str) -> RetryMetrics:
     """The retry counter for a queue: a no-op unless :func:`records`."""
-    if provider is None:
-        provider = DEFAULT_METRICS_PROVIDER
-    if not records(provider, name):
+    recording = _recording_provider(provider, name)
+    if recording is None:
         return NO_RETRY_METRICS
-    return RetryMetrics(provider.new_retries_metric(name))
+    return RetryMetrics(recording.new_retries_metric(name))
 
 
 class UnfinishedWorkUpdater:

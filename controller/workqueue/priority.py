@@ -37,22 +37,14 @@ periodic state dump to the log.
 from __future__ import annotations
 
 import heapq
-import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Generic, Literal, Protocol, TypeVar
 
 from controller.clock import REAL_CLOCK, Clock
-from controller.workqueue.delaying import MAX_WAIT
-from controller.workqueue.metrics import (
-    MetricsProvider,
-    NoQueueMetrics,
-    QueueMetrics,
-    UnfinishedWorkUpdater,
-    new_queue_metrics,
-    new_retry_metrics,
-)
+from controller.workqueue.delaying import DelayThread
+from controller.workqueue.metrics import MetricsProvider, new_retry_metrics
+from controller.workqueue.queue import QueueCore
 from controller.workqueue.rate_limiters import ItemExponentialFailureRateLimiter, RateLimiter
 from controller.workqueue.rate_limiting import RateLimitingInterface
 
@@ -94,7 +86,7 @@ class _Entry(Generic[T]):
     gen: int = 0
 
 
-class PriorityQueue(Generic[T]):
+class PriorityQueue(QueueCore[T]):
     """controller-runtime's priority queue (see the module docstring).
 
     ``rate_limiter`` defaults to per-item exponential backoff from 5 ms to 1000 s, with no overall bucket
@@ -110,44 +102,25 @@ class PriorityQueue(Generic[T]):
         metrics_provider: MetricsProvider | None = None,
         rate_limiter: RateLimiter[T] | None = None,
     ) -> None:
-        self.name = name
-        self._clock = clock
         self.rate_limiter: RateLimiter[T] = (
             rate_limiter if rate_limiter is not None else ItemExponentialFailureRateLimiter(0.005, 1000.0)
         )
-        self._lock = threading.Lock()
-        self._not_empty = threading.Condition(self._lock)
-        self._drained = threading.Condition(self._lock)
-        # Every queued item, ready or waiting. A key handed out and not yet done is not here unless it was
-        # added again meanwhile.
+        # Every queued item, ready or waiting. A key handed out (in _processing) and not yet done is not here
+        # unless it was added again meanwhile.
         self._items: dict[T, _Entry[T]] = {}
         # Heap of (-priority, counter, gen, entry): the ready entries that may be handed out now. A ready
-        # entry whose key is in _handed_out is "parked": in _items but not in this heap until done().
+        # entry whose key is in _processing is "parked": in _items but not in this heap until done().
         self._ready: list[tuple[int, int, int, _Entry[T]]] = []
         # Heap of (ready_at, -priority, counter, gen, entry): the delayed entries.
         self._waiting: list[tuple[float, int, int, int, _Entry[T]]] = []
         # Ready entries, parked ones included: what len() reports.
         self._ready_count = 0
-        # Keys handed out by get() and not yet done().
-        self._handed_out: set[T] = set()
         self._counter = 0
         self._gen = 0
-        self._shutting_down = False
-        self._drain = False
-        self._metrics: QueueMetrics[T] | NoQueueMetrics[T] = new_queue_metrics(
-            metrics_provider, name, clock, with_priority=True
-        )
         self._retry_metrics = new_retry_metrics(metrics_provider, name)
-        self._wake = threading.Event()
-        self._stop = False
-        self._delay_thread = threading.Thread(
-            target=self._waiting_loop, name=f"workqueue/{name or 'unnamed'}/delay", daemon=True
-        )
-        self._updater: UnfinishedWorkUpdater | None = None
-        if not isinstance(self._metrics, NoQueueMetrics):
-            self._updater = UnfinishedWorkUpdater(name, clock, self._update_unfinished_work)
-            self._updater.start()
-        self._delay_thread.start()
+        super().__init__(name=name, clock=clock, metrics_provider=metrics_provider, with_priority=True)
+        self._delay = DelayThread(name, clock, self._promote_ready)
+        self._delay.start()
 
     # --- adding ---------------------------------------------------------------------------------------
 
@@ -232,7 +205,7 @@ class PriorityQueue(Generic[T]):
     def _push_ready(self, entry: _Entry[T]) -> None:
         self._gen += 1
         entry.gen = self._gen
-        if entry.key in self._handed_out:
+        if entry.key in self._processing:
             return  # parked until done()
         heapq.heappush(self._ready, (-entry.priority, entry.counter, entry.gen, entry))
         self._not_empty.notify()
@@ -243,7 +216,7 @@ class PriorityQueue(Generic[T]):
         entry.gen = self._gen
         heapq.heappush(self._waiting, (entry.ready_at, -entry.priority, entry.counter, entry.gen, entry))
         if self._waiting[0][3] == entry.gen:  # the new earliest: the delay thread may wait for later
-            self._wake.set()
+            self._delay.wake.set()
 
     # --- handing out ----------------------------------------------------------------------------------
 
@@ -264,7 +237,7 @@ class PriorityQueue(Generic[T]):
             del self._items[entry.key]
             entry.gen = -1
             self._ready_count -= 1
-            self._handed_out.add(entry.key)
+            self._processing.add(entry.key)
             self._metrics.get(entry.key, entry.priority)
             return entry.key, entry.priority, False
 
@@ -288,14 +261,14 @@ class PriorityQueue(Generic[T]):
         Raises :class:`ValueError` if ``item`` is not handed out.
         """
         with self._lock:
-            if item not in self._handed_out:
+            if item not in self._processing:
                 raise ValueError(f"done({item!r}): the item is not being processed")
-            self._handed_out.remove(item)
+            self._processing.remove(item)
             self._metrics.done(item)
             entry = self._items.get(item)
             if entry is not None and entry.ready_at is None:
                 self._push_ready(entry)  # it was parked
-            if not self._handed_out:
+            if not self._processing:
                 self._drained.notify_all()
 
     def __len__(self) -> int:
@@ -325,7 +298,7 @@ class PriorityQueue(Generic[T]):
                     heapq.heappop(self._waiting)
                     continue
                 if ready_at > now:
-                    self._wake.clear()  # under the lock: a later _push_waiting sets it again
+                    self._delay.wake.clear()  # under the lock: a later _push_waiting sets it again
                     return ready_at - now
                 heapq.heappop(self._waiting)
                 entry.ready_at = None
@@ -333,76 +306,24 @@ class PriorityQueue(Generic[T]):
                 self._ready_count += 1
                 self._metrics.add(entry.key, entry.priority)
                 self._push_ready(entry)
-            self._wake.clear()
+            self._delay.wake.clear()
             return None
 
-    def _waiting_loop(self) -> None:
-        while not self._stop:
-            next_in = self._promote_ready()
-            self._clock.wait(self._wake, MAX_WAIT if next_in is None else min(next_in, MAX_WAIT))
-
-    # --- shutting down --------------------------------------------------------------------------------
-
-    def shut_down(self) -> None:
-        """Ignore new adds and make every ``get`` return ``(None, 0, True)``; joins the owned threads.
-
-        Also ends a :meth:`shut_down_with_drain` that is waiting. Idempotent.
-        """
-        self._signal_threads()
-        with self._lock:
-            self._drain = False
-            self._shutting_down = True
-            self._not_empty.notify_all()
-            self._drained.notify_all()
-        self._join_threads()
-
-    def shut_down_with_drain(self) -> None:
-        """As :meth:`shut_down`, then block until every handed-out item is ``done``."""
-        self._signal_threads()
-        with self._lock:
-            self._drain = True
-            self._shutting_down = True
-            self._not_empty.notify_all()
-        self._join_threads()
-        with self._lock:
-            while self._handed_out and self._drain:
-                self._drained.wait()
-
-    def shutting_down(self) -> bool:
-        """Whether a shut down has begun."""
-        with self._lock:
-            return self._shutting_down
+    # --- shutting down (QueueCore; a shut down makes every get return (None, 0, True)) --------------------
 
     def _signal_threads(self) -> None:
-        self._stop = True
-        self._wake.set()
-        if self._updater is not None:
-            self._updater.signal_stop()
+        super()._signal_threads()
+        self._delay.signal_stop()
 
     def _join_threads(self) -> None:
-        if self._updater is not None:
-            self._updater.join()
-        if self._delay_thread.is_alive() and self._delay_thread is not threading.current_thread():
-            self._delay_thread.join()
-
-    def _update_unfinished_work(self) -> None:
-        with self._lock:
-            if not self._shutting_down:
-                self._metrics.update_unfinished_work()
-
-    def __enter__(self) -> PriorityQueue[T]:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shut_down()
+        super()._join_threads()
+        self._delay.join()
 
     def __repr__(self) -> str:
         with self._lock:
             return (
                 f"PriorityQueue(name={self.name!r}, ready={self._ready_count}, "
-                f"waiting={len(self._items) - self._ready_count}, processing={len(self._handed_out)}, "
+                f"waiting={len(self._items) - self._ready_count}, processing={len(self._processing)}, "
                 f"shutting_down={self._shutting_down})"
             )
 

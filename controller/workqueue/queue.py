@@ -31,7 +31,7 @@ import threading
 from collections import deque
 from collections.abc import Hashable
 from types import TracebackType
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, Self, TypeVar
 
 from controller.clock import REAL_CLOCK, Clock
 from controller.workqueue.metrics import (
@@ -120,7 +120,103 @@ class FifoOrdering(Generic[T]):
         return len(self._items)
 
 
-class Queue(Generic[T]):
+class QueueCore(Generic[T]):
+    """What every queue of this package shares: the lock and its two conditions, the items being processed,
+    the metrics recorder with its updater thread, and shutting down.
+
+    Subclasses keep their own queued items, hand them out under ``_lock`` (waking getters through
+    ``_not_empty``), add every item handed out to ``_processing`` and remove it on ``done``, notifying
+    ``_drained`` when ``_processing`` becomes empty. Threads a subclass owns are signalled and joined by
+    overriding :meth:`_signal_threads` and :meth:`_join_threads` (calling ``super()``).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        clock: Clock,
+        metrics_provider: MetricsProvider | None,
+        with_priority: bool = False,
+    ) -> None:
+        self.name = name
+        self._clock = clock
+        # One lock; getters wait on _not_empty, shut_down_with_drain waits on _drained.
+        self._lock = threading.Lock()
+        self._not_empty = threading.Condition(self._lock)
+        self._drained = threading.Condition(self._lock)
+        # Items handed out by get() and not yet done().
+        self._processing: set[T] = set()
+        self._shutting_down = False
+        # True while a shut_down_with_drain is waiting; shut_down() clears it to stop the wait.
+        self._drain = False
+        self._metrics: QueueMetrics[T] | NoQueueMetrics[T] = new_queue_metrics(
+            metrics_provider, name, clock, with_priority=with_priority
+        )
+        self._updater: UnfinishedWorkUpdater | None = None
+        if not isinstance(self._metrics, NoQueueMetrics):
+            self._updater = UnfinishedWorkUpdater(name, clock, self._update_unfinished_work)
+            self._updater.start()
+
+    def shut_down(self) -> None:
+        """Ignore new adds and wake every getter (a plain queue's getters drain what is queued first, the
+        priority queue's stop at once). Does not wait for items being processed; also ends a
+        :meth:`shut_down_with_drain` that is waiting (a second SIGTERM). Joins the threads this queue owns.
+        Idempotent."""
+        self._signal_threads()
+        with self._lock:
+            self._drain = False
+            self._shutting_down = True
+            self._not_empty.notify_all()
+            self._drained.notify_all()
+        self._join_threads()
+
+    def shut_down_with_drain(self) -> None:
+        """As :meth:`shut_down`, then block until no item is being processed.
+
+        Workers must keep calling ``done``, or this blocks until :meth:`shut_down` is called.
+        """
+        self._signal_threads()
+        with self._lock:
+            self._drain = True
+            self._shutting_down = True
+            self._not_empty.notify_all()
+        self._join_threads()
+        with self._lock:
+            while self._processing and self._drain:
+                self._drained.wait()
+
+    def shutting_down(self) -> bool:
+        """Whether :meth:`shut_down` or :meth:`shut_down_with_drain` has been called."""
+        with self._lock:
+            return self._shutting_down
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shut_down()
+
+    # --- owned threads (subclasses add theirs) ------------------------------------------------------------
+
+    def _signal_threads(self) -> None:
+        """Tell every owned thread to stop; must not block."""
+        if self._updater is not None:
+            self._updater.signal_stop()
+
+    def _join_threads(self) -> None:
+        """Wait for every owned thread to exit; called without the lock."""
+        if self._updater is not None:
+            self._updater.join()
+
+    def _update_unfinished_work(self) -> None:
+        with self._lock:
+            if not self._shutting_down:
+                self._metrics.update_unfinished_work()
+
+
+class Queue(QueueCore[T]):
     """A fair, stingy work queue (see the module docstring).
 
     ``name`` labels the queue's metrics (``workqueue_*{name=<name>,controller=<name>}``); an unnamed queue
@@ -136,27 +232,12 @@ class Queue(Generic[T]):
         metrics_provider: MetricsProvider | None = None,
         ordering: Ordering[T] | None = None,
     ) -> None:
-        self.name = name
-        self._clock = clock
         # The order in which items are handed out. Every item in it is in _dirty and not in _processing.
         self._queue: Ordering[T] = ordering if ordering is not None else FifoOrdering()
-        # Every item that needs processing: queued ones, and processing ones that were added again.
+        # Every item that needs processing: queued ones, and processing ones that were added again. An item
+        # in _processing may also be in _dirty; done() then pushes it to _queue.
         self._dirty: set[T] = set()
-        # Items handed out by get() and not yet done(). An item here may also be in _dirty; done() then
-        # pushes it to _queue.
-        self._processing: set[T] = set()
-        # One lock; getters wait on _not_empty, shut_down_with_drain waits on _drained.
-        self._lock = threading.Lock()
-        self._not_empty = threading.Condition(self._lock)
-        self._drained = threading.Condition(self._lock)
-        self._shutting_down = False
-        # True while a shut_down_with_drain is waiting; shut_down() clears it to stop the wait.
-        self._drain = False
-        self._metrics: QueueMetrics[T] | NoQueueMetrics[T] = new_queue_metrics(metrics_provider, name, clock)
-        self._updater: UnfinishedWorkUpdater | None = None
-        if not isinstance(self._metrics, NoQueueMetrics):
-            self._updater = UnfinishedWorkUpdater(name, clock, self._update_unfinished_work)
-            self._updater.start()
+        super().__init__(name=name, clock=clock, metrics_provider=metrics_provider)
 
     def add(self, item: T) -> None:
         """Mark ``item`` as needing processing.
@@ -219,48 +300,6 @@ class Queue(Generic[T]):
             elif not self._processing:
                 self._drained.notify_all()
 
-    def shut_down(self) -> None:
-        """Ignore new adds; workers keep getting queued items until none is left, then get ``(None, True)``.
-
-        Does not wait for items being processed; also ends a :meth:`shut_down_with_drain` that is waiting
-        (a second SIGTERM). Joins the threads this queue owns. Idempotent.
-        """
-        self._signal_threads()
-        with self._lock:
-            self._drain = False
-            self._shutting_down = True
-            self._not_empty.notify_all()
-            self._drained.notify_all()
-        self._join_threads()
-
-    def shut_down_with_drain(self) -> None:
-        """As :meth:`shut_down`, then block until no item is being processed.
-
-        Workers must keep calling :meth:`done`, or this blocks until :meth:`shut_down` is called.
-        """
-        self._signal_threads()
-        with self._lock:
-            self._drain = True
-            self._shutting_down = True
-            self._not_empty.notify_all()
-        self._join_threads()
-        with self._lock:
-            while self._processing and self._drain:
-                self._drained.wait()
-
-    def shutting_down(self) -> bool:
-        """Whether :meth:`shut_down` or :meth:`shut_down_with_drain` has been called."""
-        with self._lock:
-            return self._shutting_down
-
-    def __enter__(self) -> Queue[T]:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shut_down()
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._repr_fields()})"
 
@@ -270,20 +309,3 @@ class Queue(Generic[T]):
                 f"name={self.name!r}, queued={len(self._queue)}, processing={len(self._processing)}, "
                 f"shutting_down={self._shutting_down}"
             )
-
-    # --- owned threads (subclasses add theirs) ------------------------------------------------------------
-
-    def _signal_threads(self) -> None:
-        """Tell every owned thread to stop; must not block."""
-        if self._updater is not None:
-            self._updater.signal_stop()
-
-    def _join_threads(self) -> None:
-        """Wait for every owned thread to exit; called without the lock."""
-        if self._updater is not None:
-            self._updater.join()
-
-    def _update_unfinished_work(self) -> None:
-        with self._lock:
-            if not self._shutting_down:
-                self._metrics.update_unfinished_work()

@@ -52,7 +52,31 @@ class RateLimiter(Protocol[T_contra]):
         ...
 
 
-class ItemExponentialFailureRateLimiter(Generic[T]):
+class _PerItemFailures(Generic[T]):
+    """The failures counted per item, as both of client-go's per-item limiters keep them (``failures`` under
+    a mutex): ``num_requeues`` and ``forget`` read and clear the count that ``when`` adds to."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failures: dict[T, int] = {}
+
+    def _count_failure(self, item: T) -> int:
+        """Count one more failure of ``item``; return how many were counted before it."""
+        with self._lock:
+            before = self._failures.get(item, 0)
+            self._failures[item] = before + 1
+        return before
+
+    def num_requeues(self, item: T) -> int:
+        with self._lock:
+            return self._failures.get(item, 0)
+
+    def forget(self, item: T) -> None:
+        with self._lock:
+            self._failures.pop(item, None)
+
+
+class ItemExponentialFailureRateLimiter(_PerItemFailures[T]):
     """``base * 2**failures`` per item, capped at ``max``.
 
     client-go ``TypedItemExponentialFailureRateLimiter``. The first ``when`` of an item returns ``base``.
@@ -60,15 +84,12 @@ class ItemExponentialFailureRateLimiter(Generic[T]):
     """
 
     def __init__(self, base: float = 0.005, max: float = 1000.0) -> None:
+        super().__init__()
         self._base = base
         self._max = max
-        self._lock = threading.Lock()
-        self._failures: dict[T, int] = {}
 
     def when(self, item: T) -> float:
-        with self._lock:
-            exp = self._failures.get(item, 0)
-            self._failures[item] = exp + 1
+        exp = self._count_failure(item)
         try:
             backoff = self._base * 2.0**exp
         except OverflowError:
@@ -78,42 +99,23 @@ class ItemExponentialFailureRateLimiter(Generic[T]):
             return self._max
         return min(backoff, self._max)
 
-    def num_requeues(self, item: T) -> int:
-        with self._lock:
-            return self._failures.get(item, 0)
-
-    def forget(self, item: T) -> None:
-        with self._lock:
-            self._failures.pop(item, None)
-
     def __repr__(self) -> str:
         return f"ItemExponentialFailureRateLimiter(base={self._base}, max={self._max})"
 
 
-class ItemFastSlowRateLimiter(Generic[T]):
+class ItemFastSlowRateLimiter(_PerItemFailures[T]):
     """``fast`` for an item's first ``max_fast_attempts`` failures, ``slow`` after
     (client-go ``TypedItemFastSlowRateLimiter``)."""
 
     def __init__(self, fast: float, slow: float, max_fast_attempts: int) -> None:
+        super().__init__()
         self._fast = fast
         self._slow = slow
         self._max_fast_attempts = max_fast_attempts
-        self._lock = threading.Lock()
-        self._failures: dict[T, int] = {}
 
     def when(self, item: T) -> float:
-        with self._lock:
-            failures = self._failures.get(item, 0) + 1
-            self._failures[item] = failures
+        failures = self._count_failure(item) + 1
         return self._fast if failures <= self._max_fast_attempts else self._slow
-
-    def num_requeues(self, item: T) -> int:
-        with self._lock:
-            return self._failures.get(item, 0)
-
-    def forget(self, item: T) -> None:
-        with self._lock:
-            self._failures.pop(item, None)
 
     def __repr__(self) -> str:
         return (

@@ -18,9 +18,9 @@
 - ``namespace`` (function): a fresh namespace, returned once kube-controller-manager has created its
   ``default`` ServiceAccount (until then the ServiceAccount admission plugin rejects every pod, and Jobs
   would retry with back-off). Deleted afterwards without waiting; the namespace controller finishes it.
-- ``eventually`` (function): ``eventually(fn, timeout=60.0, interval=0.25)`` calls ``fn`` until it stops
-  raising AssertionError (or the ``retry_on`` types) and returns its result; on timeout the last
-  exception propagates.
+- ``eventually`` (function): :func:`controller.envtest.eventually` with the e2e defaults,
+  ``eventually(fn, timeout=60.0, interval=0.25)``: calls ``fn`` until it stops raising AssertionError (or
+  the ``retry_on`` types) and returns its result; on timeout the last exception propagates.
 
 Every test under ``test/e2e`` is marked ``e2e``.
 """
@@ -28,42 +28,32 @@ Every test under ``test/e2e`` is marked ``e2e``.
 from __future__ import annotations
 
 import atexit
-import importlib.util
+import functools
 import os
-import re
-import secrets
 import shutil
 import signal
-import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
+
+from controller import envtest
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 DEFAULT_CLUSTER_NAME = "trainer-e2e-pytest"
 _BUILD_FAILURE = pytest.StashKey[str]()
 
-T = TypeVar("T")
+_eventually = functools.partial(envtest.eventually, timeout=60.0, interval=0.25)
 
 
 def _cluster_module() -> ModuleType:
     """hack/cluster.py, imported by path (hack/ holds scripts, not a package)."""
-    name = "_hack_cluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "cluster.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is created
-    spec.loader.exec_module(module)
-    return module
+    return envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
 
 
 def _external_cluster() -> tuple[str, Path] | None:
@@ -204,22 +194,6 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
         teardown.run()
 
 
-def _eventually(
-    fn: Callable[[], T],
-    timeout: float = 60.0,
-    interval: float = 0.25,
-    retry_on: tuple[type[BaseException], ...] = (AssertionError,),
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return fn()
-        except retry_on:
-            if time.monotonic() >= deadline:
-                raise
-        time.sleep(interval)
-
-
 @pytest.fixture
 def eventually() -> Callable[..., Any]:
     return _eventually
@@ -227,8 +201,7 @@ def eventually() -> Callable[..., Any]:
 
 @pytest.fixture
 def namespace(e2e_cluster: E2ECluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
-    name = f"{slug}-{secrets.token_hex(3)}"
+    name = envtest.namespace_name(request.node.name)
     core = e2e_cluster.core
     core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=name)))
 

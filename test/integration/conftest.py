@@ -13,35 +13,29 @@
 - ``kubeconfig`` (session): the admin kubeconfig path. Nothing global is set: tests pass it on.
 - ``namespace`` (function): a fresh namespace per test, deleted afterwards. Tier 1 runs no namespace
   controller, so a deleted namespace stays Terminating; names are unique, so that is harmless.
-- ``eventually`` (function): bounded polling, ``eventually(fn, timeout=10.0, interval=0.1)`` calls ``fn``
-  until it stops raising AssertionError (or the ``retry_on`` exception types) and returns its result; on
-  timeout the last such exception propagates.
+- ``eventually`` (function): bounded polling, :func:`controller.envtest.eventually`:
+  ``eventually(fn, timeout=10.0, interval=0.1)`` calls ``fn`` until it stops raising AssertionError (or the
+  ``retry_on`` exception types) and returns its result; on timeout the last such exception propagates.
 
 Every test under ``test/integration`` is marked ``integration``.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import re
-import secrets
 import shutil
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
+from controller import envtest
 from controller.envtest import Binaries, BinariesNotFound, ControlPlane, find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-
-T = TypeVar("T")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -53,15 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _thirdparty() -> ModuleType:
     """hack/thirdparty.py, imported by path (hack/ is scripts, not a package)."""
-    name = "_hack_thirdparty"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "thirdparty.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is created
-    spec.loader.exec_module(module)
-    return module
+    return envtest.load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
 
 
 def _build_binaries(config: pytest.Config) -> None:
@@ -126,8 +112,7 @@ def kubeconfig(control_plane: ControlPlane) -> Path:
 
 @pytest.fixture
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
-    name = f"{slug or 'test'}-{secrets.token_hex(3)}"
+    name = envtest.namespace_name(request.node.name)
     created = control_plane.admin_request(
         "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
@@ -137,22 +122,6 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
     assert deleted.status in (200, 202, 404), deleted.body
 
 
-def _eventually(
-    fn: Callable[[], T],
-    timeout: float = 10.0,
-    interval: float = 0.1,
-    retry_on: tuple[type[BaseException], ...] = (AssertionError,),
-) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return fn()
-        except retry_on:
-            if time.monotonic() >= deadline:
-                raise
-        time.sleep(interval)
-
-
 @pytest.fixture
 def eventually() -> Callable[..., Any]:
-    return _eventually
+    return envtest.eventually

@@ -20,7 +20,7 @@ import pytest
 
 from controller import errors
 from controller.client import GVK, Client, WatchEvent
-from controller.envtest import ControlPlane
+from controller.envtest import ControlPlane, namespaced_crd
 from controller.transport import Transport
 
 CM = GVK("", "v1", "ConfigMap")
@@ -232,33 +232,12 @@ GIZMO_GROUP = "client.test.example.com"
 
 
 def _gizmo_crd(group: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gizmos.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": "Gizmo", "listKind": "GizmoList", "plural": "gizmos", "singular": "gizmo"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
-                                "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return namespaced_crd(
+        group,
+        "Gizmo",
+        spec={"type": "object", "properties": {"size": {"type": "integer"}}},
+        status={"type": "object", "properties": {"phase": {"type": "string"}}},
+    )
 
 
 @pytest.fixture(scope="module")

@@ -24,43 +24,21 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from controller.envtest import Binaries, ControlPlane, StartError
+from controller.envtest import Binaries, ControlPlane, StartError, namespaced_crd
 from controller.envtest.controlplane import sweep_abandoned_directories
 from controller.envtest.process import tracked
 
 GROUP = "smoke.envtest.example.com"
 VERSION = "v1"
 PLURAL = "widgets"
-WIDGET_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"{PLURAL}.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"kind": "Widget", "listKind": "WidgetList", "plural": PLURAL, "singular": "widget"},
-        "versions": [
-            {
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"color": {"type": "string"}, "size": {"type": "integer"}},
-                            },
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+WIDGET_CRD = namespaced_crd(
+    GROUP,
+    "Widget",
+    version=VERSION,
+    plural=PLURAL,
+    spec={"type": "object", "properties": {"color": {"type": "string"}, "size": {"type": "integer"}}},
+    status={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+)
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +291,7 @@ def test_a_failed_start_shows_the_log_tail_and_leaves_nothing_behind(envtest_bin
 # A child Python process starts a control plane, prints what it started, and waits to be signalled.
 _CHILD = """
 import signal, sys
-from controller.envtest import Binaries, ControlPlane, StartError
+from controller.envtest import Binaries, ControlPlane, StartError, namespaced_crd
 from controller.envtest.controlplane import sweep_abandoned_directories
 from controller.envtest.process import tracked
 from controller.envtest.process import ManagedProcess, tracked

@@ -23,7 +23,7 @@ import pytest
 
 from controller.builder import ControllerBuilder
 from controller.client import GVK, Client
-from controller.envtest import ControlPlane
+from controller.envtest import ControlPlane, namespaced_crd
 from controller.errors import NotFound
 from controller.manager import Manager
 
@@ -33,36 +33,12 @@ CONFIGMAP = GVK("", "v1", "ConfigMap")
 LEASE = GVK("coordination.k8s.io", "v1", "Lease")
 REASONS = "toy.controller.test/reconciled-by"
 
-TOY_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "toys.toy.controller.test"},
-    "spec": {
-        "group": "toy.controller.test",
-        "scope": "Namespaced",
-        "names": {"kind": "Toy", "listKind": "ToyList", "plural": "toys", "singular": "toy"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "properties": {"message": {"type": "string"}}},
-                            "status": {
-                                "type": "object",
-                                "properties": {"observedMessage": {"type": "string"}},
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+TOY_CRD = namespaced_crd(
+    TOY.group,
+    TOY.kind,
+    spec={"type": "object", "properties": {"message": {"type": "string"}}},
+    status={"type": "object", "properties": {"observedMessage": {"type": "string"}}},
+)
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,16 @@ from typing import Any
 import pytest
 
 from controller import errors
-from controller.cache import DEFAULT_SYNC_PERIOD, ByObject, CacheNotStarted, LabelSelector, informer_name
+from controller.cache import (
+    DEFAULT_SYNC_PERIOD,
+    STOP_CHECK_PERIOD,
+    ByObject,
+    CacheNotStarted,
+    LabelSelector,
+    informer_name,
+)
 from controller.client import GVK
+from controller.clock import FakeClock
 from controller.informers.mutation_detector import CacheMutationError
 from controller.informers.shared_informer import ResourceEventHandlerFuncs
 
@@ -157,6 +165,43 @@ def test_wait_for_cache_sync_gives_up_at_its_timeout(servers, make_cache) -> Non
     cache.start()
     assert not cache.wait_for_cache_sync(timeout=0)
     assert not cache.has_synced()
+
+
+def test_a_stop_event_ends_the_sync_wait_long_before_its_timeout(servers, make_cache) -> None:
+    # controller-runtime WaitForCacheSync(ctx): a cancelled context ends the wait.
+    servers[CONFIGMAP].list_errors.extend(errors.ServerError("down", status=503) for _ in range(10_000))
+    clock = FakeClock()
+    cache = make_cache(clock=clock)
+    cache.get_informer(CONFIGMAP)
+    cache.start()
+    stop, result = threading.Event(), []
+    waiter = threading.Thread(
+        target=lambda: result.append(cache.wait_for_cache_sync(timeout=120, stop=stop)), name="test/sync-wait"
+    )
+    waiter.start()
+    try:
+        for _ in range(20):  # 20 s of the 120 s pass: still waiting
+            clock.step(1.0)
+            waiter.join(0.005)
+        assert waiter.is_alive()
+        stop.set()
+        for _ in range(int(STOP_CHECK_PERIOD / 0.05) + 1):
+            clock.step(0.05)
+            waiter.join(0.005)
+        waiter.join(5)
+        assert result == [False]
+    finally:
+        clock.step(200.0)  # should it fail: the timeout ends the wait
+        waiter.join(10)
+    assert not cache.has_synced()
+
+
+def test_with_a_stop_event_a_sync_still_ends_the_wait_at_once(servers, make_cache) -> None:
+    servers[CONFIGMAP].add(cm("a"))
+    cache = make_cache()  # its fake clock never moves: only the informer's sync can end the wait
+    cache.get_informer(CONFIGMAP)
+    cache.start()
+    assert cache.wait_for_cache_sync(timeout=10, stop=threading.Event())
 
 
 def test_stop_joins_every_informer_and_later_reads_fail(servers, make_cache) -> None:

@@ -31,6 +31,7 @@ from urllib3 import HTTPHeaderDict
 
 from controller.client import Client
 from controller.clock import FakeClock
+from controller.envtest import wait_until
 from controller.transport import Transport
 
 
@@ -266,16 +267,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def _wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Block until ``predicate()`` holds: synchronisation with a thread under test, not a timed sleep."""
-    idle = threading.Event()
-    for _ in range(int(timeout / 0.001)):
-        if predicate():
-            return
-        idle.wait(0.001)
-    raise AssertionError("condition not reached")
-
-
-@pytest.fixture
-def wait_until() -> Callable[..., None]:
-    return _wait_until
+@pytest.fixture(name="wait_until")
+def wait_until_fixture() -> Callable[..., None]:
+    """:func:`controller.envtest.wait_until`: synchronisation with a thread under test, not a timed sleep."""
+    return wait_until

@@ -68,7 +68,8 @@ import json, pathlib, sys, datetime
 counter = pathlib.Path(sys.argv[1])
 n = int(counter.read_text()) + 1 if counter.exists() else 1
 counter.write_text(str(n))
-expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=60)
+lifetime = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=lifetime)
 print(json.dumps({
     "apiVersion": "client.authentication.k8s.io/v1beta1",
     "kind": "ExecCredential",
@@ -77,20 +78,25 @@ print(json.dumps({
 """
 
 
-def test_an_expiring_exec_plugin_token_is_refreshed_between_requests(stub: Any, tmp_path: Path) -> None:
-    # The plugin's tokens expire within the client's 5-minute skew, so each request re-runs it: proof
-    # that our header path goes through the loader's refresh hook.
+def exec_plugin_kubeconfig(tmp_path: Path, server: str, token_lifetime: float = 60.0) -> Path:
+    """A kubeconfig whose token comes from :data:`EXEC_PLUGIN`; ``tmp_path / "counter"`` counts its runs."""
     script = tmp_path / "plugin.py"
     script.write_text(EXEC_PLUGIN)
     exec_user = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
             "command": sys.executable,
-            "args": [str(script), str(tmp_path / "counter")],
+            "args": [str(script), str(tmp_path / "counter"), str(token_lifetime)],
         }
     }
+    return write_kubeconfig(tmp_path / "kc", server, {"plugin": exec_user}, "plugin")
+
+
+def test_an_expiring_exec_plugin_token_is_refreshed_between_requests(stub: Any, tmp_path: Path) -> None:
+    # The plugin's tokens expire within the client's 5-minute skew, so each request re-runs it: proof
+    # that our header path goes through the loader's refresh hook.
     stub.route("GET", CM_PATH, stub.Response(body={}))
-    kubeconfig = write_kubeconfig(tmp_path / "kc", stub.url, {"plugin": exec_user}, "plugin")
+    kubeconfig = exec_plugin_kubeconfig(tmp_path, stub.url)
     transport = Transport.from_kubeconfig(str(kubeconfig))
     try:
         transport.request("GET", CM_PATH)
@@ -231,3 +237,66 @@ def test_client_load_builds_the_transport_and_throttle_from_options(stub: Any, t
     finally:
         client.close()
     assert stub.requests[-1].headers["User-Agent"] == "custom/1.0"
+
+
+def test_a_derived_transport_shares_the_loaded_credentials_and_has_its_own_timeouts_and_pool(
+    stub: Any, tmp_path: Path
+) -> None:
+    # An hour-long token is never refreshed here: one run of the plugin serves both transports, where a
+    # second load of the kubeconfig would run it again (and send "exec-2").
+    slow = "/api/v1/namespaces/ns/configmaps/slow"
+    stub.route("GET", CM_PATH, stub.Response(body={}))
+    stub.route("GET", slow, lambda _r: (stub.release.wait(10), stub.Response(body={}))[1])
+    transport = Transport.from_kubeconfig(str(exec_plugin_kubeconfig(tmp_path, stub.url, 3600.0)))
+    derived = transport.with_options(read_timeout=0.1, connect_timeout=0.1)
+    try:
+        assert (derived.server, derived.pool_size, derived.user_agent) == (
+            transport.server,
+            transport.pool_size,
+            transport.user_agent,
+        )
+        assert (derived.connect_timeout, derived.read_timeout) == (0.1, 0.1)
+        assert (transport.connect_timeout, transport.read_timeout) == (30.0, 70.0)
+        derived.request("GET", CM_PATH)
+        with pytest.raises(errors.RequestTimeout):
+            derived.request("GET", slow)
+        derived.close()
+        transport.request("GET", CM_PATH)  # closing the derived transport left this one's pool open
+    finally:
+        transport.close()
+    assert [r.headers["Authorization"] for r in stub.requests if r.path == CM_PATH] == ["Bearer exec-1"] * 2
+    assert (tmp_path / "counter").read_text() == "1"
+
+
+def test_manager_from_kubeconfig_loads_the_kubeconfig_once_for_the_leader_election_client(
+    stub: Any, tmp_path: Path
+) -> None:
+    from controller.manager import Manager
+
+    kubeconfig = exec_plugin_kubeconfig(tmp_path, stub.url, 3600.0)
+    manager = Manager.from_kubeconfig(
+        str(kubeconfig),
+        leader_election=True,
+        leader_election_id="lock",
+        leader_election_namespace="ns",
+        lease_duration=6.0,
+        renew_deadline=4.0,
+        retry_period=1.0,
+    )
+    election_client = manager._leader_election_client
+    try:
+        assert election_client is not manager.client
+        assert election_client.transport.server == manager.client.transport.server
+        # max(renew_deadline / 2, 1 s) per request, so one hung request cannot cost the lease
+        assert (election_client.transport.connect_timeout, election_client.transport.read_timeout) == (
+            2.0,
+            2.0,
+        )
+        assert (manager.client.transport.connect_timeout, manager.client.transport.read_timeout) == (
+            30.0,
+            70.0,
+        )
+    finally:
+        election_client.close()
+        manager.client.close()
+    assert (tmp_path / "counter").read_text() == "1"

@@ -8,6 +8,7 @@ itself), per-handler buffering and delivery threads, or removal of handlers.
 
 from __future__ import annotations
 
+import http.client
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -86,6 +87,23 @@ def run_in_thread(fn: Callable[[], Any], name: str = "test/helper") -> tuple[thr
     thread = threading.Thread(target=target, name=name)
     thread.start()
     return thread, out
+
+
+def http_get(address: tuple[str, int] | None, path: str) -> tuple[int, str]:
+    """``GET path`` from one of our loopback servers: the status and the body as text."""
+    assert address is not None, "the server is not running"
+    conn = http.client.HTTPConnection(*address, timeout=5)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(name="http_get")
+def http_get_fixture() -> Callable[[tuple[str, int] | None, str], tuple[int, str]]:
+    return http_get
 
 
 def step_until_done(clock: FakeClock, thread: threading.Thread, step: float, limit: float) -> None:

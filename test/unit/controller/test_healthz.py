@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import socket
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -46,37 +47,28 @@ def server() -> Iterator[LoopbackServer]:
     srv.stop()
 
 
-def get(srv: LoopbackServer, path: str) -> tuple[int, str]:
-    host, port = srv.address
-    conn = http.client.HTTPConnection(host, port, timeout=5)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read().decode()
-    finally:
-        conn.close()
-
-
-def test_all_checks_passing_answers_ok(server: LoopbackServer) -> None:
+def test_all_checks_passing_answers_ok(server: LoopbackServer, http_get: Any) -> None:
     # "should return healthy if all checks succeed"
-    assert get(server, "/healthz") == (200, "ok")
+    assert http_get(server.address, "/healthz") == (200, "ok")
 
 
-def test_a_failing_check_answers_500_with_the_reason_withheld(server: LoopbackServer) -> None:
+def test_a_failing_check_answers_500_with_the_reason_withheld(server: LoopbackServer, http_get: Any) -> None:
     # "should return unhealthy if at least one check fails"
-    status, body = get(server, "/readyz")
+    status, body = http_get(server.address, "/readyz")
     assert status == 500
     assert body == "[-]informers failed: reason withheld\n[+]ping ok\n[+]webhook ok\nreadyz check failed\n"
 
 
-def test_verbose_lists_every_check_in_name_order(server: LoopbackServer) -> None:
+def test_verbose_lists_every_check_in_name_order(server: LoopbackServer, http_get: Any) -> None:
     # "should show the status of all checks in verbose mode"
-    assert get(server, "/healthz?verbose") == (200, "[+]ping ok\nhealthz check passed\n")
+    assert http_get(server.address, "/healthz?verbose") == (200, "[+]ping ok\nhealthz check passed\n")
 
 
-def test_excluded_checks_are_skipped_and_unknown_excludes_reported(server: LoopbackServer) -> None:
+def test_excluded_checks_are_skipped_and_unknown_excludes_reported(
+    server: LoopbackServer, http_get: Any
+) -> None:
     # "should not include excluded checks"
-    status, body = get(server, "/readyz?exclude=informers&exclude=nope&verbose")
+    status, body = http_get(server.address, "/readyz?exclude=informers&exclude=nope&verbose")
     assert status == 200
     assert body == (
         "[+]informers excluded: ok\n"
@@ -87,11 +79,14 @@ def test_excluded_checks_are_skipped_and_unknown_excludes_reported(server: Loopb
     )
 
 
-def test_each_check_has_its_own_sub_path_with_the_reason(server: LoopbackServer) -> None:
+def test_each_check_has_its_own_sub_path_with_the_reason(server: LoopbackServer, http_get: Any) -> None:
     # "should be able to serve individual checks"
-    assert get(server, "/readyz/webhook") == (200, "ok")
-    assert get(server, "/readyz/informers") == (500, "internal server error: informers not synced\n")
-    assert get(server, "/readyz/missing")[0] == 404
+    assert http_get(server.address, "/readyz/webhook") == (200, "ok")
+    assert http_get(server.address, "/readyz/informers") == (
+        500,
+        "internal server error: informers not synced\n",
+    )
+    assert http_get(server.address, "/readyz/missing")[0] == 404
 
 
 def test_no_checks_means_an_implicit_ping() -> None:
@@ -123,12 +118,12 @@ def test_responses_leave_in_one_segment_with_nodelay(server: LoopbackServer) -> 
     assert rest == b""
 
 
-def test_server_threads_are_named_and_joined_on_stop() -> None:
+def test_server_threads_are_named_and_joined_on_stop(http_get: Any) -> None:
     import threading
 
     srv = LoopbackServer("probe", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
     srv.start()
-    assert get(srv, "/healthz") == (200, "ok")
+    assert http_get(srv.address, "/healthz") == (200, "ok")
     assert any(t.name == "probe/serve" for t in threading.enumerate())
     srv.stop()
     assert not any(t.name.startswith("probe/") for t in threading.enumerate())

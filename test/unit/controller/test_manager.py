@@ -3,11 +3,12 @@ cache, recording runnables, the fake Lease API and a fake clock. Servers are rea
 
 ``FakeCache`` models only the lifecycle (start, stop, wait for sync that succeeds or times out at once);
 ``Lifecycle`` runnables append what happened to them to a shared journal, which is the state under test.
+The tests of a stop during the cache sync wait and of the metrics endpoint use the real informer cache and
+a real controller instead.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import threading
@@ -15,9 +16,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from controller import errors, healthz
+from controller.cache import InformerCache
+from controller.client import GVK, Client
 from controller.clock import FakeClock
+from controller.controller import Controller
+from controller.handler import EnqueueRequestForObject
+from controller.informers.testing import FakeListerWatcher
 from controller.manager import LeaderElectionLost, Manager, ManagerError
+from controller.reconcile import Request, Result
+from controller.transport import Transport
+
+CONFIGMAP = GVK("", "v1", "ConfigMap")
 
 
 class Journal:
@@ -49,7 +61,7 @@ class FakeCache:
     def stop(self) -> None:
         self.journal.add("cache.stop")
 
-    def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
+    def wait_for_cache_sync(self, timeout: float | None = None, stop: threading.Event | None = None) -> bool:
         self.journal.add(f"cache.synced={self.syncs}")
         return self.syncs
 
@@ -105,17 +117,6 @@ def running(in_thread: Any) -> Iterator[Callable[[Manager], list[Any]]]:
         assert not thread.is_alive()
 
 
-def get(address: tuple[str, int] | None, path: str) -> tuple[int, str]:
-    assert address is not None
-    conn = http.client.HTTPConnection(*address, timeout=5)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read().decode()
-    finally:
-        conn.close()
-
-
 def test_start_order_and_stop_in_reverse(journal: Journal, clock: FakeClock, in_thread: Any) -> None:
     # internal.go Start: servers → caches → other runnables → leader election runnables; stop in reverse
     mgr = manager(journal, clock)
@@ -141,7 +142,7 @@ def test_start_order_and_stop_in_reverse(journal: Journal, clock: FakeClock, in_
 
 
 def test_health_and_metrics_are_served_while_running(
-    journal: Journal, clock: FakeClock, running: Callable[[Manager], list[Any]]
+    journal: Journal, clock: FakeClock, running: Callable[[Manager], list[Any]], http_get: Any
 ) -> None:
     mgr = manager(journal, clock)
     ready = threading.Event()
@@ -152,15 +153,15 @@ def test_health_and_metrics_are_served_while_running(
     mgr.add(Lifecycle(journal, "ctrl", leader=True))
     running(mgr)
     assert journal.wait_for("ctrl.start")
-    assert get(mgr.health_probe_address, "/healthz") == (200, "ok")
-    assert get(mgr.health_probe_address, "/readyz")[0] == 500
+    assert http_get(mgr.health_probe_address, "/healthz") == (200, "ok")
+    assert http_get(mgr.health_probe_address, "/readyz")[0] == 500
     ready.set()
-    assert get(mgr.health_probe_address, "/readyz/controllers") == (200, "ok")
-    status, body = get(mgr.metrics_address, "/metrics")
+    assert http_get(mgr.health_probe_address, "/readyz/controllers") == (200, "ok")
+    status, body = http_get(mgr.metrics_address, "/metrics")
     assert status == 200
     assert "# TYPE controller_runtime_reconcile_total counter" in body
     assert "_created" not in body
-    assert get(mgr.metrics_address, "/other")[0] == 404
+    assert http_get(mgr.metrics_address, "/other")[0] == 404
 
 
 def test_caches_that_do_not_sync_fail_the_start_and_nothing_is_left_running(
@@ -173,6 +174,128 @@ def test_caches_that_do_not_sync_fail_the_start_and_nothing_is_left_running(
     assert "ctrl.start" not in journal.entries
     assert journal.entries[-1] == "cache.stop"
     assert not any(t.name.startswith(("metrics/", "health-probe/")) for t in threading.enumerate())
+
+
+def test_a_stop_during_the_cache_sync_wait_ends_run_at_once_and_starts_nothing_more(
+    journal: Journal, clock: FakeClock, in_thread: Any
+) -> None:
+    # controller-runtime: WaitForCacheSync(ctx) ends when the manager's context is cancelled.
+    api = FakeListerWatcher()
+    api.list_errors.extend(errors.ServerError("down", status=503) for _ in range(10_000))
+    cache = InformerCache(lambda gvk, **selectors: api, clock=clock, gc_tuning=False)
+    cache.get_informer(CONFIGMAP)  # not started: returns at once
+    mgr = Manager(
+        object(),  # type: ignore[arg-type]
+        cache=cache,
+        clock=clock,
+        health_probe_bind_address="127.0.0.1:0",
+        metrics_bind_address="127.0.0.1:0",
+    )
+    mgr.add(Lifecycle(journal, "plain", leader=False))
+    mgr.add(Lifecycle(journal, "ctrl", leader=True))
+    thread, out = in_thread(mgr.run, name="test/manager")
+    for _ in range(20):  # 20 s of the 2-minute wait pass: the manager is still waiting for the caches
+        clock.step(1.0)
+        thread.join(0.005)
+    assert thread.is_alive()
+    mgr.stop()
+    try:
+        # The manager stops its runnables within a second of fake time, not after the 100 s left to wait.
+        step_until(clock, lambda: "plain.stop(timeout=30.0)" in journal.entries, limit=1.0)
+    finally:
+        clock.step(300.0)  # should it fail: the sync wait times out, so the manager still ends
+        thread.join(10)
+    assert out == [None]  # a graceful stop, not "caches did not sync"
+    assert [entry for entry in journal.entries if entry.endswith(".start")] == []
+    assert not cache.has_synced()
+    assert not any(
+        t.name.startswith(("informer/", "metrics/", "health-probe/")) for t in threading.enumerate()
+    )
+
+
+class Idle:
+    def reconcile(self, request: Request) -> Result:
+        return Result()
+
+
+def exposition_samples(text: str) -> set[str]:
+    """Every sample as Go's exposition writes it (labels sorted by name), e.g. ``m{a="1",b="2"} 0.0``."""
+    samples = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples.add(f"{sample.name}{{{labels}}} {sample.value!r}")
+    return samples
+
+
+def test_the_metrics_endpoint_serves_the_registry_under_controller_runtimes_names(  # noqa: PLR0917 - fixtures
+    journal: Journal,
+    clock: FakeClock,
+    lease_api: Any,
+    fresh_name: str,
+    new_informer: Callable[..., Any],
+    running: Callable[[Manager], list[Any]],
+    http_get: Any,
+) -> None:
+    # controller-runtime pkg/metrics, pkg/internal/controller/metrics and the workqueue provider: what a
+    # started controller, a leader and one REST request put on /metrics.
+    api_stub = healthz.LoopbackServer(
+        "test-apiserver",
+        ("127.0.0.1", 0),
+        lambda path, query, headers: healthz.Response(
+            status=200, body=b'{"major": "1"}', content_type="application/json"
+        ),
+    )
+    api_stub.start()
+    client = Client(Transport.for_url("http://{}:{}".format(*api_stub.address)), qps=0)
+    try:
+        mgr = manager(
+            journal,
+            clock,
+            leader_election=True,
+            leader_election_id=fresh_name,
+            leader_election_namespace="ns",
+            leader_election_client=lease_api,
+        )
+        controller = Controller(fresh_name, Idle(), use_priority_queue=False, clock=clock)
+        controller.watch(new_informer(), EnqueueRequestForObject())
+        mgr.add(controller)
+        mgr.add(Lifecycle(journal, "after", leader=True))
+        running(mgr)
+        assert journal.wait_for("after.start")  # the controller, added before it, has started
+        assert client.get_raw("/version") == {"major": "1"}
+        status, body = http_get(mgr.metrics_address, "/metrics")
+    finally:
+        client.close()
+        api_stub.stop()
+    assert status == 200
+    name, host = fresh_name, "{}:{}".format(*api_stub.address)
+    expected = {
+        *(
+            f'controller_runtime_reconcile_total{{controller="{name}",result="{result}"}} 0.0'
+            for result in ("success", "error", "requeue", "requeue_after")
+        ),
+        f'controller_runtime_reconcile_errors_total{{controller="{name}"}} 0.0',
+        f'controller_runtime_terminal_reconcile_errors_total{{controller="{name}"}} 0.0',
+        f'controller_runtime_max_concurrent_reconciles{{controller="{name}"}} 1.0',
+        f'controller_runtime_active_workers{{controller="{name}"}} 0.0',
+        f'controller_runtime_reconcile_time_seconds_count{{controller="{name}"}} 0.0',
+        f'workqueue_depth{{controller="{name}",name="{name}",priority=""}} 0.0',
+        f'workqueue_adds_total{{controller="{name}",name="{name}"}} 0.0',
+        f'workqueue_retries_total{{controller="{name}",name="{name}"}} 0.0',
+        f'leader_election_master_status{{name="{name}"}} 1.0',
+        f'rest_client_requests_total{{code="200",host="{host}",method="GET"}} 1.0',
+    }
+    assert expected - exposition_samples(body) == set()
+    for family, kind in (
+        ("controller_runtime_reconcile_total", "counter"),
+        ("controller_runtime_reconcile_time_seconds", "histogram"),
+        ("workqueue_depth", "gauge"),
+        ("rest_client_requests_total", "counter"),
+        ("leader_election_master_status", "gauge"),
+    ):
+        assert f"# TYPE {family} {kind}\n" in body
+    assert [line for line in body.splitlines() if "_created" in line] == []
 
 
 def test_configuration_after_start_and_duplicate_names_are_refused(
@@ -284,12 +407,12 @@ def test_run_until_signal_stops_gracefully_on_sigterm(journal: Journal, clock: F
 
 
 def test_a_manager_without_runnables_idles_until_stopped(
-    journal: Journal, clock: FakeClock, in_thread: Any
+    journal: Journal, clock: FakeClock, in_thread: Any, http_get: Any
 ) -> None:
     mgr = manager(journal, clock)
     thread, out = in_thread(mgr.run)
     assert journal.wait_for("cache.synced=True")
-    assert get(mgr.health_probe_address, "/healthz")[0] == 200
+    assert http_get(mgr.health_probe_address, "/healthz")[0] == 200
     mgr.stop()
     thread.join(10)
     assert out == [None]

@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from controller.envtest.errors import StartError
-from controller.envtest.process import ManagedProcess, ProcessRegistry, free_port, tracked, wait_until_ready
+from controller.envtest.process import (
+    PORT_ATTEMPTS,
+    ManagedProcess,
+    ProcessRegistry,
+    free_port,
+    retry_port_races,
+    start_until_ready,
+    tracked,
+    wait_until_ready,
+)
 
 
 class SteppingClock:
@@ -177,6 +186,49 @@ def test_wait_until_ready_fails_fast_when_the_process_exits(tmp_path: Path) -> N
         wait_until_ready(proc, lambda: False, timeout=60, clock=SteppingClock())
     assert err.value.address_in_use
     proc.stop()
+
+
+def test_a_process_that_never_gets_ready_is_stopped_by_start_until_ready(tmp_path: Path) -> None:
+    proc = _shell(tmp_path, "exec sleep 60")
+    with pytest.raises(StartError, match="not ready after 2 s"):
+        start_until_ready(proc, lambda: False, timeout=2, clock=SteppingClock())
+    assert not proc.running()
+    assert proc not in tracked()
+
+
+def test_a_start_that_lost_its_port_is_tried_again_after_a_pause() -> None:
+    clock = SteppingClock()
+    failures = [StartError("bind: address already in use", address_in_use=True)] * 2
+    attempts: list[float] = []
+
+    def start() -> None:
+        attempts.append(clock.monotonic())
+        if failures:
+            raise failures.pop()
+
+    retry_port_races(start, pause=0.5, clock=clock)
+    assert attempts == [0.0, 0.5, 1.0]
+
+
+def test_other_start_failures_and_the_last_lost_port_are_not_retried() -> None:
+    attempts: list[int] = []
+
+    def broken() -> None:
+        attempts.append(1)
+        raise StartError("exited with code 1")
+
+    with pytest.raises(StartError, match="exited with code 1"):
+        retry_port_races(broken)
+    assert len(attempts) == 1
+
+    def unlucky() -> None:
+        attempts.append(1)
+        raise StartError("address already in use", address_in_use=True)
+
+    attempts.clear()
+    with pytest.raises(StartError, match="address already in use"):
+        retry_port_races(unlucky)
+    assert len(attempts) == PORT_ATTEMPTS
 
 
 def test_free_port_is_a_bindable_loopback_port() -> None:

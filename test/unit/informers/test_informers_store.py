@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
-import time
 from typing import Any
 
 import pytest
 
+from controller.envtest import wait_until
 from controller.informers.store import (
     NAMESPACE_INDEX,
     DeletedFinalStateUnknown,
@@ -304,9 +303,7 @@ def test_readers_run_concurrently_and_a_writer_waits_for_them() -> None:
     entered.wait()
     w = threading.Thread(target=writer, name="test/writer")
     w.start()
-    deadline = time.monotonic() + 10
-    while store._lock._writers_waiting == 0 and time.monotonic() < deadline:
-        os.sched_yield()  # until the writer is parked on the lock
+    wait_until(lambda: store._lock._writers_waiting != 0, timeout=10)  # the writer is parked on the lock
     assert store._lock._writers_waiting == 1
     assert not written.is_set()  # held off while the readers hold the lock
     release.set()

@@ -1,15 +1,15 @@
 """Fixtures for the workqueue tests: a fake clock, unique queue names, bounded waits, joined helper threads.
 
 No test here sleeps to order events. A test that needs another thread to reach a point waits for an
-observable condition with ``eventually`` (a bounded poll, as client-go's ``wait.Poll``), a
+observable condition with ``wait_until`` (a bounded poll, as client-go's ``wait.Poll``), a
 ``threading.Event``, or a join with a timeout; fake time moves only through ``FakeClock.step``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from controller.clock import FakeClock
+from controller.envtest import wait_until
 from controller.metrics import REGISTRY
 
 BOUND = 5.0  # seconds any handshake may take before the test fails
@@ -40,19 +41,10 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[], str]:
     return make
 
 
-def eventually(condition: Callable[[], bool], *, timeout: float = BOUND) -> None:
-    """Wait until ``condition()`` holds, failing the test after ``timeout`` real seconds."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s: {condition}")
-        pause.wait(0.0005)
-
-
-@pytest.fixture(name="eventually")
-def eventually_fixture() -> Callable[..., None]:
-    return eventually
+@pytest.fixture(name="wait_until")
+def wait_until_fixture() -> Callable[..., None]:
+    """:func:`controller.envtest.wait_until`, bounded by :data:`BOUND` and re-checking every 0.5 ms."""
+    return functools.partial(wait_until, timeout=BOUND, interval=0.0005)
 
 
 @dataclass

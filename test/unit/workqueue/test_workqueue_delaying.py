@@ -14,7 +14,7 @@ from controller.workqueue import MAX_WAIT, DelayingQueue
 _markers = itertools.count()
 
 
-def step_and_collect(q: DelayingQueue[Any], clock: FakeClock, seconds: float, eventually: Any) -> list[Any]:
+def step_and_collect(q: DelayingQueue[Any], clock: FakeClock, seconds: float, wait_until: Any) -> list[Any]:
     """Step ``clock`` by ``seconds`` and return what the delay thread added for it, in order (each item is
     got and done).
 
@@ -27,7 +27,7 @@ def step_and_collect(q: DelayingQueue[Any], clock: FakeClock, seconds: float, ev
     clock.step(seconds)
     got: list[Any] = []
     while True:
-        eventually(lambda: len(q) > 0)
+        wait_until(lambda: len(q) > 0)
         item, shutdown = q.get()
         assert not shutdown
         q.done(item)
@@ -43,52 +43,52 @@ def q(clock: FakeClock) -> Any:
     queue.shut_down()
 
 
-def test_an_item_is_added_once_its_delay_has_passed(q: Any, clock: FakeClock, eventually: Any) -> None:
+def test_an_item_is_added_once_its_delay_has_passed(q: Any, clock: FakeClock, wait_until: Any) -> None:
     # upstream: TestSimpleQueue
     q.add_after("foo", 0.05)
     assert len(q) == 0
-    assert step_and_collect(q, clock, 0.06, eventually) == ["foo"]
+    assert step_and_collect(q, clock, 0.06, wait_until) == ["foo"]
     # past the next heartbeat: nothing is added again
-    assert step_and_collect(q, clock, MAX_WAIT, eventually) == []
+    assert step_and_collect(q, clock, MAX_WAIT, wait_until) == []
     assert len(q) == 0
 
 
-def test_the_earlier_ready_time_of_an_item_wins(q: Any, clock: FakeClock, eventually: Any) -> None:
+def test_the_earlier_ready_time_of_an_item_wins(q: Any, clock: FakeClock, wait_until: Any) -> None:
     # upstream: TestDeduping
     q.add_after("foo", 0.05)
     q.add_after("foo", 0.07)
     assert len(q) == 0
-    assert step_and_collect(q, clock, 0.06, eventually) == ["foo"]
-    assert step_and_collect(q, clock, 0.02, eventually) == []  # the later add was collapsed
+    assert step_and_collect(q, clock, 0.06, wait_until) == ["foo"]
+    assert step_and_collect(q, clock, 0.02, wait_until) == []  # the later add was collapsed
 
     # this time the second, earlier add overrides the first
     q.add_after("foo", 0.05)
     q.add_after("foo", 0.03)
     assert len(q) == 0
-    assert step_and_collect(q, clock, 0.04, eventually) == ["foo"]
-    assert step_and_collect(q, clock, 0.02, eventually) == []
+    assert step_and_collect(q, clock, 0.04, wait_until) == ["foo"]
+    assert step_and_collect(q, clock, 0.02, wait_until) == []
 
 
-def test_items_fire_in_ready_order_whatever_the_add_order(q: Any, clock: FakeClock, eventually: Any) -> None:
+def test_items_fire_in_ready_order_whatever_the_add_order(q: Any, clock: FakeClock, wait_until: Any) -> None:
     # upstream: TestAddTwoFireEarly
     q.add_after("foo", 1.0)
     q.add_after("bar", 0.05)
     assert len(q) == 0
-    assert step_and_collect(q, clock, 0.06, eventually) == ["bar"]
+    assert step_and_collect(q, clock, 0.06, wait_until) == ["bar"]
     q.add_after("baz", 2.0)
-    assert step_and_collect(q, clock, 1.0, eventually) == ["foo"]
-    assert step_and_collect(q, clock, 2.0, eventually) == ["baz"]
+    assert step_and_collect(q, clock, 1.0, wait_until) == ["foo"]
+    assert step_and_collect(q, clock, 2.0, wait_until) == ["baz"]
 
 
 def test_items_ready_together_are_added_in_ready_time_order(
-    q: Any, clock: FakeClock, eventually: Any
+    q: Any, clock: FakeClock, wait_until: Any
 ) -> None:
     # upstream: TestCopyShifting
     q.add_after("foo", 1.0)
     q.add_after("bar", 0.5)
     q.add_after("baz", 0.25)
     assert len(q) == 0
-    assert step_and_collect(q, clock, 2.0, eventually) == ["baz", "bar", "foo"]
+    assert step_and_collect(q, clock, 2.0, wait_until) == ["baz", "bar", "foo"]
 
 
 def test_a_delay_of_zero_or_less_adds_at_once(q: Any) -> None:
@@ -98,33 +98,33 @@ def test_a_delay_of_zero_or_less_adds_at_once(q: Any) -> None:
     assert [q.get()[0], q.get()[0]] == ["now", "past"]
 
 
-def test_an_earlier_add_after_wakes_the_waiting_thread(q: Any, clock: FakeClock, eventually: Any) -> None:
+def test_an_earlier_add_after_wakes_the_waiting_thread(q: Any, clock: FakeClock, wait_until: Any) -> None:
     q.add_after("late", 100.0)
-    eventually(lambda: clock.waiters() == 1)  # the delay thread sleeps until min(100 s, heartbeat)
+    wait_until(lambda: clock.waiters() == 1)  # the delay thread sleeps until min(100 s, heartbeat)
     q.add_after("early", 1.0)
     # Without the wake-up the thread would sleep through this step and "early" would never arrive.
-    assert step_and_collect(q, clock, 1.0, eventually) == ["early"]
+    assert step_and_collect(q, clock, 1.0, wait_until) == ["early"]
 
 
 def test_a_plain_add_of_a_waiting_item_is_processed_at_once_and_the_delayed_add_still_happens(
-    q: Any, clock: FakeClock, eventually: Any
+    q: Any, clock: FakeClock, wait_until: Any
 ) -> None:
     q.add_after("foo", 1.0)
     q.add("foo")
     assert q.get() == ("foo", False)
     q.done("foo")
-    assert step_and_collect(q, clock, 1.0, eventually) == ["foo"]
+    assert step_and_collect(q, clock, 1.0, wait_until) == ["foo"]
 
 
 def test_a_delayed_item_that_is_already_queued_collapses_into_it(
-    q: Any, clock: FakeClock, eventually: Any
+    q: Any, clock: FakeClock, wait_until: Any
 ) -> None:
     q.add_after("foo", 1.0)
     q.add("foo")
     marker = "marker-after-foo"
     q.add_after(marker, 1.0)
     clock.step(1.0)
-    eventually(lambda: len(q) == 2)  # foo (once) and the marker
+    wait_until(lambda: len(q) == 2)  # foo (once) and the marker
     assert [q.get()[0], q.get()[0]] == ["foo", marker]
 
 

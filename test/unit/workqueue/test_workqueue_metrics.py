@@ -168,7 +168,7 @@ def test_every_add_after_counts_a_retry_as_client_go_does(
 
 
 def test_a_delayed_item_counts_as_an_add_when_it_is_added(
-    unique_name: Any, sample: Any, clock: FakeClock, eventually: Any
+    unique_name: Any, sample: Any, clock: FakeClock, wait_until: Any
 ) -> None:
     name = unique_name()
     with DelayingQueue[str](name=name, clock=clock) as q:
@@ -176,7 +176,7 @@ def test_a_delayed_item_counts_as_an_add_when_it_is_added(
         assert sample("workqueue_adds_total", name) == 0
         assert sample("workqueue_depth", name, priority="") == 0
         clock.step(1.0)
-        eventually(lambda: len(q) == 1)
+        wait_until(lambda: len(q) == 1)
         assert sample("workqueue_adds_total", name) == 1
         assert sample("workqueue_depth", name, priority="") == 1
 

@@ -43,14 +43,14 @@ class Harness:
     def retries(self) -> float:
         return self._sample("workqueue_retries_total", self.name)
 
-    def step_until_promoted(self, seconds: float, eventually: Any) -> None:
+    def step_until_promoted(self, seconds: float, wait_until: Any) -> None:
         """Step the clock; return once the delay thread has made ready every item due by then.
 
         The delay thread promotes due items in one pass under the queue's lock, so "no live waiting entry
         is due" means the pass for the new time is complete (what upstream gets from ``synctest.Wait``).
         """
         self.clock.step(seconds)
-        eventually(lambda: nothing_due(self.q))
+        wait_until(lambda: nothing_due(self.q))
 
 
 def nothing_due(q: PriorityQueue[str]) -> bool:
@@ -273,7 +273,7 @@ def test_drains_many_items_with_many_workers(pq: Harness) -> None:
 
 @pytest.mark.parametrize("after", [-1.0, 0.0, 1.0])
 def test_high_priority_items_come_before_low_priority_ones_in_fifo_order(
-    pq: Harness, after: float, eventually: Any
+    pq: Harness, after: float, wait_until: Any
 ) -> None:
     # upstream: TestHighPriorityItemsAreReturnedBeforeLowPriorityItemMultipleTimes
     per_priority = 200
@@ -282,7 +282,7 @@ def test_high_priority_items_come_before_low_priority_ones_in_fifo_order(
         for label, priority in priorities.items():
             pq.q.add_with_opts(f"{label}-{i}", priority=priority, after=after)
     if after > 0:
-        pq.step_until_promoted(after, eventually)
+        pq.step_until_promoted(after, wait_until)
     for label, priority in priorities.items():
         for i in range(per_priority):
             assert pq.q.get_with_priority() == (f"{label}-{i}", priority, False)
@@ -291,7 +291,7 @@ def test_high_priority_items_come_before_low_priority_ones_in_fifo_order(
     assert pq.adds == per_priority * 5
 
 
-def test_an_item_is_only_returned_after_its_delay(pq: Harness, spawn: Any, eventually: Any) -> None:
+def test_an_item_is_only_returned_after_its_delay(pq: Harness, spawn: Any, wait_until: Any) -> None:
     # upstream: TestItemIsOnlyReturnedAfterAfterHasPassed
     getter = spawn(pq.q.get_with_priority, name="test/getter")
     pq.q.add_with_opts("foo", after=1.0)
@@ -305,22 +305,22 @@ def test_an_item_is_only_returned_after_its_delay(pq: Harness, spawn: Any, event
 
 
 def test_a_high_priority_item_that_became_ready_comes_before_a_low_priority_one(
-    pq: Harness, eventually: Any
+    pq: Harness, wait_until: Any
 ) -> None:
     # upstream: TestHighPriorityItemThatBecameReadyIsReturnedBeforeLowPriorityItem
     pq.q.add_with_opts("foo", priority=-100)
     pq.q.add_with_opts("prio", priority=0, after=1.0)
-    pq.step_until_promoted(1.0, eventually)
+    pq.step_until_promoted(1.0, wait_until)
     assert pq.q.get_with_priority() == ("prio", 0, False)
     assert pq.depth(-100, 0) == {-100: 1, 0: 0}
 
 
 def test_an_item_is_returned_as_soon_as_possible(
-    pq: Harness, spawn: Any, blocked_waiters: Any, eventually: Any
+    pq: Harness, spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestItemIsReturnedAsSoonAsPossible
     getter = spawn(pq.q.get_with_priority, name="test/getter")
-    eventually(lambda: blocked_waiters(pq.q._not_empty) == 1)
+    wait_until(lambda: blocked_waiters(pq.q._not_empty) == 1)
     pq.q.add_with_opts("foo")
     assert getter.join() == ("foo", 0, False)
     assert pq.depth(0) == {0: 0}
@@ -328,11 +328,11 @@ def test_an_item_is_returned_as_soon_as_possible(
 
 
 def test_a_waiting_item_is_returned_right_after_it_is_readded_without_delay(
-    pq: Harness, spawn: Any, blocked_waiters: Any, eventually: Any
+    pq: Harness, spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestWaitingItemIsReturnedRightAfterReadWithoutAfter
     getter = spawn(pq.q.get_with_priority, name="test/getter")
-    eventually(lambda: blocked_waiters(pq.q._not_empty) == 1)
+    wait_until(lambda: blocked_waiters(pq.q._not_empty) == 1)
     pq.q.add_with_opts("foo", after=60.0)
     assert not getter.finished.is_set()
     pq.q.add_with_opts("foo")
@@ -357,17 +357,17 @@ def test_items_with_delays_are_returned_in_ready_order(pq: Harness, spawn: Any) 
 
 
 def test_a_blocked_get_is_unblocked_by_shut_down(
-    pq: Harness, spawn: Any, blocked_waiters: Any, eventually: Any
+    pq: Harness, spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestGetFromPriorityQueueIsUnblockedOnShutdown
     getter = spawn(pq.q.get_with_priority, name="test/getter")
-    eventually(lambda: blocked_waiters(pq.q._not_empty) == 1)
+    wait_until(lambda: blocked_waiters(pq.q._not_empty) == 1)
     assert not getter.finished.is_set()
     pq.q.shut_down()
     assert getter.join() == (None, 0, True)
 
 
-def test_items_count_in_len_and_depth_once_they_are_ready(pq: Harness, eventually: Any) -> None:
+def test_items_count_in_len_and_depth_once_they_are_ready(pq: Harness, wait_until: Any) -> None:
     # upstream: TestItemsAreInludedInLenAndMetricsOnceTheyAreReady
     for _ in range(2):  # the second round catches bookkeeping left over by the first
         pq.q.add_with_opts("foo", after=0.5)
@@ -376,7 +376,7 @@ def test_items_count_in_len_and_depth_once_they_are_ready(pq: Harness, eventuall
         pq.q.add_with_opts("bal")
         assert len(pq.q) == 2
         assert pq.depth(0) == {0: 2}
-        pq.step_until_promoted(1.0, eventually)
+        pq.step_until_promoted(1.0, wait_until)
         assert len(pq.q) == 4
         assert pq.depth(0) == {0: 4}
         for _ in range(4):
@@ -387,10 +387,10 @@ def test_items_count_in_len_and_depth_once_they_are_ready(pq: Harness, eventuall
         assert pq.depth(0) == {0: 0}
 
 
-def test_an_item_whose_delay_expired_readded_without_delay_counts_once(pq: Harness, eventually: Any) -> None:
+def test_an_item_whose_delay_expired_readded_without_delay_counts_once(pq: Harness, wait_until: Any) -> None:
     # upstream: TestMetricsAreUpdatedForItemWhoseRequeueAfterExpiredThatGetsAddedAgainWithoutRequeueAfter
     pq.q.add_with_opts("foo", after=0.05)
-    pq.step_until_promoted(0.05, eventually)
+    pq.step_until_promoted(0.05, wait_until)
     assert len(pq.q) == 1
     assert pq.depth(0) == {0: 1}
     pq.q.add_with_opts("foo")
@@ -401,17 +401,17 @@ def test_an_item_whose_delay_expired_readded_without_delay_counts_once(pq: Harne
     assert pq.depth(0) == {0: 0}
 
 
-def test_rate_limited_adds_of_different_items_do_not_affect_each_other(pq: Harness, eventually: Any) -> None:
+def test_rate_limited_adds_of_different_items_do_not_affect_each_other(pq: Harness, wait_until: Any) -> None:
     # upstream: TestWhenAddingMultipleItemsWithRatelimitTrueTheyDontAffectEachOther
     for _ in range(7):  # the next when("bar") is 5 ms * 2**7 = 640 ms
         pq.q.rate_limiter.when("bar")
     pq.q.add_with_opts("foo", rate_limited=True)
     pq.q.add_with_opts("bar", rate_limited=True)
     assert len(pq.q) == 0
-    pq.step_until_promoted(0.005, eventually)
+    pq.step_until_promoted(0.005, wait_until)
     assert pq.q.get_with_priority() == ("foo", 0, False)
     assert len(pq.q) == 0
-    pq.step_until_promoted(0.636, eventually)
+    pq.step_until_promoted(0.636, wait_until)
     assert pq.q.get_with_priority() == ("bar", 0, False)
     assert pq.depth(0) == {0: 0}
     assert pq.adds == 2
@@ -441,14 +441,14 @@ def test_the_default_rate_limiter_is_item_exponential_from_5ms_without_a_bucket(
 
 
 def test_shut_down_with_drain_waits_for_handed_out_items(
-    clock: FakeClock, spawn: Any, blocked_waiters: Any, eventually: Any
+    clock: FakeClock, spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     q = PriorityQueue[str](clock=clock)
     q.add("a")
     q.add("b")
     assert q.get() == ("a", False)
     drain = spawn(q.shut_down_with_drain, name="test/drain")
-    eventually(lambda: blocked_waiters(q._drained) == 1)  # waiting for "a"
+    wait_until(lambda: blocked_waiters(q._drained) == 1)  # waiting for "a"
     assert q.get() == (None, True)  # queued "b" is not handed out any more
     assert not drain.finished.is_set()
     q.done("a")
@@ -456,13 +456,13 @@ def test_shut_down_with_drain_waits_for_handed_out_items(
 
 
 def test_shut_down_ends_a_waiting_shut_down_with_drain(
-    clock: FakeClock, spawn: Any, blocked_waiters: Any, eventually: Any
+    clock: FakeClock, spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     q = PriorityQueue[str](clock=clock)
     q.add("a")
     q.get()
     drain = spawn(q.shut_down_with_drain, name="test/drain")
-    eventually(lambda: blocked_waiters(q._drained) == 1)
+    wait_until(lambda: blocked_waiters(q._drained) == 1)
     q.shut_down()
     drain.join()
 
@@ -499,7 +499,7 @@ def run_worker_loop(q: PriorityInterface[str], results: list[tuple[str, int]]) -
 
 
 @pytest.mark.parametrize("kind", ["priority", "wrapped-rate-limiting"])
-def test_a_worker_loop_runs_on_either_queue(clock: FakeClock, kind: str, eventually: Any) -> None:
+def test_a_worker_loop_runs_on_either_queue(clock: FakeClock, kind: str, wait_until: Any) -> None:
     queue: PriorityInterface[str]
     if kind == "priority":
         queue = PriorityQueue[str](clock=clock)
@@ -511,7 +511,7 @@ def test_a_worker_loop_runs_on_either_queue(clock: FakeClock, kind: str, eventua
     results: list[tuple[str, int]] = []
     worker = threading.Thread(target=run_worker_loop, args=(queue, results), name="test/worker")
     worker.start()
-    eventually(lambda: len(results) == 3)
+    wait_until(lambda: len(results) == 3)
     queue.shut_down()
     worker.join(5)
     assert not worker.is_alive()

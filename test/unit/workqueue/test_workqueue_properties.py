@@ -13,13 +13,13 @@ Each machine drives a queue and a plain model of the contract side by side:
 from __future__ import annotations
 
 import threading
-import time
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from controller.clock import FakeClock
+from controller.envtest import wait_until
 from controller.workqueue import PriorityQueue, Queue
 
 ITEMS = st.sampled_from(["a", "b", "c", "d", "e"])
@@ -92,10 +92,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.processing_emptied_since_drain = not self.processing
         self.drain = threading.Thread(target=drain, name="test/drain", daemon=True)
         self.drain.start()
-        deadline = time.monotonic() + 5
-        while not self.q.shutting_down():  # adds are ignored from here on
-            assert time.monotonic() < deadline, "shut_down_with_drain never began"
-            threading.Event().wait(0.0005)
+        wait_until(self.q.shutting_down, interval=0.0005)  # adds are ignored from here on
         self.shut = True
 
     @invariant()
@@ -164,7 +161,7 @@ class PriorityQueueMachine(RuleBasedStateMachine):
     def queue_state_matches_the_model(self) -> None:
         with self.q._lock:
             items = {key: entry.priority for key, entry in self.q._items.items()}
-            handed_out = set(self.q._handed_out)
+            handed_out = set(self.q._processing)
             heap_keys = [entry.key for _, _, gen, entry in self.q._ready if entry.gen == gen]
         assert items == {key: priority for key, (priority, _) in self.queued.items()}
         assert handed_out == self.handed_out

@@ -72,7 +72,7 @@ def test_stingy_several_adds_before_processing_collapse_into_one() -> None:
 
 
 def test_stingy_an_item_being_processed_is_not_handed_to_a_second_worker(
-    spawn: Any, blocked_waiters: Any, eventually: Any
+    spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestCollapseWhileProcessing
     ordering = TracingOrdering()
@@ -84,7 +84,7 @@ def test_stingy_an_item_being_processed_is_not_handed_to_a_second_worker(
 
         second = spawn(q.get, name="test/second-worker")
         # The second worker must be blocked in get(): "foo" is dirty but still being processed.
-        eventually(lambda: blocked_waiters(q._not_empty) == 1)
+        wait_until(lambda: blocked_waiters(q._not_empty) == 1)
         assert not second.finished.is_set()
 
         q.done("foo")
@@ -268,16 +268,16 @@ def test_get_drains_queued_items_after_shut_down_then_reports_shutdown() -> None
     assert len(q) == 0
 
 
-def test_a_blocked_get_is_woken_by_shut_down(spawn: Any, blocked_waiters: Any, eventually: Any) -> None:
+def test_a_blocked_get_is_woken_by_shut_down(spawn: Any, blocked_waiters: Any, wait_until: Any) -> None:
     q = Queue[str]()
     getter = spawn(q.get, name="test/getter")
-    eventually(lambda: blocked_waiters(q._not_empty) == 1)
+    wait_until(lambda: blocked_waiters(q._not_empty) == 1)
     q.shut_down()
     assert getter.join() == (None, True)
 
 
 def test_shut_down_with_drain_waits_until_processing_is_empty(
-    spawn: Any, blocked_waiters: Any, eventually: Any
+    spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestQueueDrainageUsingShutDownWithDrain
     q = Queue[str]()
@@ -286,7 +286,7 @@ def test_shut_down_with_drain_waits_until_processing_is_empty(
     first, _ = q.get()
     second, _ = q.get()
     drain = spawn(q.shut_down_with_drain, name="test/drain")
-    eventually(lambda: blocked_waiters(q._drained) == 1)  # shut_down_with_drain is waiting
+    wait_until(lambda: blocked_waiters(q._drained) == 1)  # shut_down_with_drain is waiting
     assert q.get() == (None, True)
     q.done(first)  # type: ignore[arg-type]
     assert not drain.finished.is_set()  # "bar" is still being processed
@@ -306,7 +306,7 @@ def test_shut_down_does_not_wait_for_items_being_processed() -> None:
 
 
 def test_shut_down_ends_a_waiting_shut_down_with_drain(
-    spawn: Any, blocked_waiters: Any, eventually: Any
+    spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestForceQueueShutdownUsingShutDown
     q = Queue[str]()
@@ -315,14 +315,14 @@ def test_shut_down_ends_a_waiting_shut_down_with_drain(
     q.get()
     q.get()
     drain = spawn(q.shut_down_with_drain, name="test/drain")
-    eventually(lambda: blocked_waiters(q._drained) == 1)  # shut_down_with_drain is waiting
+    wait_until(lambda: blocked_waiters(q._drained) == 1)  # shut_down_with_drain is waiting
     assert q.get() == (None, True)
     q.shut_down()  # a second SIGTERM
     drain.join()
 
 
 def test_shut_down_with_drain_processes_an_item_that_became_dirty_while_processing(
-    spawn: Any, blocked_waiters: Any, eventually: Any
+    spawn: Any, blocked_waiters: Any, wait_until: Any
 ) -> None:
     # upstream: TestQueueDrainageUsingShutDownWithDrainWithDirtyItem
     q = Queue[str]()
@@ -330,7 +330,7 @@ def test_shut_down_with_drain_processes_an_item_that_became_dirty_while_processi
     assert q.get() == ("foo", False)
     q.add("foo")
     drain = spawn(q.shut_down_with_drain, name="test/drain")
-    eventually(lambda: blocked_waiters(q._drained) == 1)  # shut_down_with_drain is waiting
+    wait_until(lambda: blocked_waiters(q._drained) == 1)  # shut_down_with_drain is waiting
     assert q.get() == (None, True)
     q.done("foo")
     again, shutdown = q.get()

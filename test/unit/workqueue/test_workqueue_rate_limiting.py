@@ -16,7 +16,7 @@ def waits_for(q: RateLimitingQueue[Any], clock: FakeClock, item: Any) -> float:
 
 
 def test_add_rate_limited_waits_the_limiters_delay_and_forget_resets_it(
-    clock: FakeClock, eventually: Any
+    clock: FakeClock, wait_until: Any
 ) -> None:
     # upstream: TestRateLimitingQueue
     with RateLimitingQueue[str](ItemExponentialFailureRateLimiter(0.001, 1.0), clock=clock) as q:
@@ -24,7 +24,7 @@ def test_add_rate_limited_waits_the_limiters_delay_and_forget_resets_it(
         def fire(item: str) -> None:
             """Let ``item`` become ready and process it, so its next add is not collapsed into this one."""
             clock.step(1.0)
-            eventually(lambda: len(q) == 1)
+            wait_until(lambda: len(q) == 1)
             assert q.get() == (item, False)
             q.done(item)
 
@@ -49,14 +49,14 @@ def test_add_rate_limited_waits_the_limiters_delay_and_forget_resets_it(
         assert waits_for(q, clock, "one") == pytest.approx(0.001)
 
 
-def test_a_rate_limited_item_arrives_after_its_backoff(clock: FakeClock, eventually: Any) -> None:
+def test_a_rate_limited_item_arrives_after_its_backoff(clock: FakeClock, wait_until: Any) -> None:
     with RateLimitingQueue[str](ItemExponentialFailureRateLimiter(1.0, 100.0), clock=clock) as q:
         q.add_rate_limited("one")  # 1 s
         q.add_rate_limited("one")  # 2 s, collapsed: the earlier ready time wins
         clock.step(0.5)
         assert len(q) == 0
         clock.step(0.5)
-        eventually(lambda: len(q) == 1)
+        wait_until(lambda: len(q) == 1)
         assert q.get() == ("one", False)
         q.done("one")
         assert q.num_requeues("one") == 2
