@@ -2,8 +2,9 @@
 
 Go origin: controller-runtime ``pkg/metrics`` (registry, REST client adapter, leader election, workqueue
 provider) and ``pkg/internal/controller/metrics``. Every series here is scraped by dashboards written for Go
-controllers, so names, label names and bucket boundaries are part of the contract and are tested byte for
-byte against the exposition (``test/unit/test_metrics.py``).
+controllers, so names, label names and bucket boundaries are part of the contract and are tested against the
+exposition served by the manager (``test/unit/controller/test_manager.py``). Label names are declared in
+sorted order, as Go's exposition prints them.
 
 Guarantees:
 
@@ -107,7 +108,8 @@ def _exponential_buckets(start: float, factor: float, count: int) -> tuple[float
 
 
 WORKQUEUE_DURATION_BUCKETS = _exponential_buckets(10e-9, 10, 12)
-WORKQUEUE_LABELS = ["name", "controller"]
+# Label names in sorted order: Go's exposition sorts them, so the text matches byte for byte.
+WORKQUEUE_LABELS = ["controller", "name"]
 
 workqueue_depth = Gauge(
     "workqueue_depth",
@@ -161,7 +163,7 @@ workqueue_retries_total = Counter(
 rest_client_requests_total = Counter(
     "rest_client_requests_total",
     "Number of HTTP requests, partitioned by status code, method, and host.",
-    ["code", "method", "host"],
+    ["code", "host", "method"],
     registry=REGISTRY,
 )
 
