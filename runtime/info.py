@@ -45,7 +45,15 @@ from typing import Any, cast
 import orjson
 
 from runtime.api import constants
-from runtime.api.v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntimeSpec, TrainJob
+from runtime.api.core import ResourceRequirements
+from runtime.api.omitempty import omit_empty
+from runtime.api.v1alpha1 import (
+    JobSetSpecPatch,
+    MLPolicy,
+    PodGroupPolicy,
+    TrainingRuntimeSpec,
+    TrainJob,
+)
 from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list
 from runtime.framework.errors import FrameworkError
 from runtime.framework.extensions import Watch
@@ -73,7 +81,6 @@ __all__ = [
     "env_var_from_field",
     "first_trainer_pod_host",
     "iter_containers",
-    "omit_empty",
     "owned_object_metadata",
     "owned_object_watches",
     "owner_reference",
@@ -485,16 +492,6 @@ class Info:
 # Building Info (Go `newRuntimeInfo`)
 
 
-def omit_empty(value: Any) -> Any:
-    """Drop nulls, empty lists and empty maps, as Go's `omitempty` JSON encoding of a typed patch does."""
-    if isinstance(value, dict):
-        kept = {k: omit_empty(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v is not None and v not in ([], {})}
-    if isinstance(value, list):
-        return [omit_empty(v) for v in value]
-    return value
-
-
 def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict[str, Any]:
     """The template spec with every runtime patch applied, replicated jobs in the runtime's order."""
     order = {
@@ -508,7 +505,7 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
             continue
         manager = as_dict(patch).get("manager")
         try:
-            spec = strategic_merge(spec, omit_empty(as_dict(patch_spec)), JOBSET_SPEC)
+            spec = strategic_merge(spec, omit_empty(as_dict(patch_spec), JobSetSpecPatch), JOBSET_SPEC)
         except StrategicMergeError as exc:
             raise RuntimePatchError(
                 f"applying runtime patch of manager {manager!r}: {exc}", manager=manager
@@ -523,7 +520,7 @@ def _merge_trainer_resources(
     jobs: list[Any], ml_policy: MLPolicyView, has_ml_policy: bool, resources_per_node: Mapping[str, Any]
 ) -> None:
     """Merge `spec.trainer.resourcesPerNode` into the `node` container of the trainer job(s), in place."""
-    patch = omit_empty(dict(resources_per_node))
+    patch = omit_empty(dict(resources_per_node), ResourceRequirements)
     for rjob in jobs:
         job = as_dict(rjob)
         labels = as_dict(as_dict(as_dict(job.get("template")).get("metadata")).get("labels"))
@@ -552,8 +549,9 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
     """The Info of a TrainJob on a runtime, before any plugin ran (Go `newRuntimeInfo`).
 
     1. Labels and annotations: the runtime template's, then each runtime patch's, later keys winning.
-    2. Each runtime patch's template spec is strategic-merged into the template spec, in list order; the
-       replicated jobs' order is then restored.
+    2. Each runtime patch's template spec, with empty maps and lists omitted as Go's typed patch omits them
+       (`runtime.api.omitempty`: an empty struct such as `emptyDir: {}` stays), is strategic-merged into
+       the template spec, in list order; the replicated jobs' order is then restored.
     3. `spec.trainer.resourcesPerNode` is strategic-merged into the `node` container of each replicated job
        labelled ancestor `trainer` (when the runtime has an mlPolicy; upstream Q16) and, for MPI with
        `runLauncherAsNode`, of the job named `node`.

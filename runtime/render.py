@@ -30,8 +30,9 @@ Guarantees:
   the controller applies nothing for it.
 
 Deliberately missing: CEL rules (`x-kubernetes-validations`) are the API server's alone (their messages
-tell users what to fix there), as are the JobSet and core API defaults applied to the rendered objects;
-status is not computed.
+tell users what to fix there), except for the one verdict that needs no CEL: a whole float such as `2.0`
+in an integer field with a rule, which the server's CEL cannot read. The JobSet and core API defaults
+applied to the rendered objects are the API server's too; status is not computed.
 """
 
 from __future__ import annotations
@@ -199,6 +200,24 @@ def _json_type(value: object) -> str:
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
+_JSON_SAFE_INTEGER = 2**53 - 1
+"""The largest whole float64 that go-openapi takes for an integer (ECMAScript's MAX_SAFE_INTEGER)."""
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
+
+
+def _as_integer(value: float) -> float | int:
+    """`value` as kube-apiserver stores it where the schema says integer (or int-or-string).
+
+    kube-apiserver decodes a JSON number with a fraction or an exponent (`2.0`, `2e0`) into a float64. The
+    schema check (go-openapi `swag.IsFloat64AJSONInteger`, then `IsValueValidAgainstRange`) accepts it for
+    an integer when it is a whole number within +-(2**53 - 1), and Go's JSON encoder writes that float back
+    without a fraction, so `2.0` is stored, and read back, as `2`. Any other float is returned unchanged
+    (and then rejected as a number): `1.5`, `2**53`, `1e21`, and near-integers such as `1.0000000001`.
+    """
+    if value.is_integer() and abs(value) <= _JSON_SAFE_INTEGER:
+        return int(value)
+    return value
 
 
 def _shown(value: Any) -> Any:
@@ -241,8 +260,11 @@ class SchemaChecker:
     `format` (int32/int64 bounds), `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`,
     `minProperties`/`maxProperties`, `pattern`, `default`, `nullable`, `x-kubernetes-int-or-string`,
     `x-kubernetes-preserve-unknown-fields`, and the uniqueness of `x-kubernetes-list-type: set|map`
-    items. As the API server does, a null for a non-nullable field is
-    dropped before defaulting. CEL rules are not evaluated.
+    items. As the API server does, a null for a non-nullable field is dropped before defaulting, and a
+    whole float where the schema says integer or int-or-string (`1.0`: the Kubeflow SDK sends quantities
+    so) is accepted and kept as the integer the server stores (`_as_integer`). CEL rules are not evaluated,
+    except that a field holding such a float fails each of its rules as the server's CEL does
+    (`_float_seen_by_cel`).
     """
 
     __slots__ = ("_schemas",)
@@ -276,7 +298,7 @@ class SchemaChecker:
         checked = self._value(copy, schema, "", errors, root=True)
         return cast(dict[str, Any], checked), errors
 
-    # One value against one schema node; returns the (possibly defaulted) value.
+    # One value against one schema node; returns it defaulted, and normalised as the API server stores it.
     def _value(
         self,
         value: Any,
@@ -286,7 +308,12 @@ class SchemaChecker:
         *,
         root: bool = False,
     ) -> Any:
-        if schema.get("x-kubernetes-int-or-string"):
+        int_or_string = bool(schema.get("x-kubernetes-int-or-string"))
+        if isinstance(value, float) and (int_or_string or schema.get("type") == "integer"):
+            value = _as_integer(value)
+            if isinstance(value, int):
+                self._float_seen_by_cel(schema, path, errors)
+        if int_or_string:
             if _json_type(value) not in ("integer", "string"):
                 errors.append(FieldError.invalid(path, _shown(value), "must be an integer or a string"))
             elif isinstance(value, str):
@@ -353,6 +380,27 @@ class SchemaChecker:
                 errors.append(FieldError.required(f"{path}.{key}" if path else key, ""))
         self._size(len(value), schema, path, errors, bounds=("minProperties", "maxProperties", "properties"))
         return cast(dict[str, Any], value)
+
+    @staticmethod
+    def _float_seen_by_cel(schema: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
+        """The CEL errors of a whole float accepted for an integer: CEL reads the float64 the server decoded.
+
+        apiserver's `UnstructuredToVal` converts only Go integers to a CEL int, so every rule on the node
+        that runs on create (every rule but a transition rule, one that reads `oldSelf` without
+        `optionalOldSelf`) fails to evaluate, whatever it says. Rules on an ancestor that read the value are
+        not modelled (none of the Trainer CRDs has one on a TrainJob or a runtime).
+        """
+        if schema.get("x-kubernetes-int-or-string"):
+            problem = "invalid data, expected XIntOrString value to be either a string or integer"
+        else:
+            problem = "invalid data, expected int, got float64"
+        for rule in schema.get("x-kubernetes-validations") or ():
+            if _OLD_SELF.search(str(rule.get("rule", ""))) and not rule.get("optionalOldSelf"):
+                continue
+            text = str(rule.get("message") or "").strip() or str(rule.get("rule", "")).strip()
+            errors.append(
+                FieldError.invalid(path, schema.get("type", ""), f"{problem} evaluating rule: {text}")
+            )
 
     @staticmethod
     def _metadata(value: Any, errors: list[FieldError]) -> Any:

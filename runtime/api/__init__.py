@@ -7,4 +7,5 @@ Module map:
 - `runtime.api.markers`: the validation markers (`Annotated[...]` metadata) the CRD generator reads.
 - `runtime.api.constants`: group, kinds, labels, step and container names, condition vocabulary.
 - `runtime.api.views`: thin read-only views over wire dicts that apply the CRD defaults.
+- `runtime.api.omitempty`: Go's `omitempty` round trip of a decoded value, worked out from these types.
 """

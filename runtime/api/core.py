@@ -36,7 +36,6 @@ from runtime.api.markers import (
 )
 
 # Opaque embedded types: the code passes them through without reading inside.
-Affinity = Annotated[dict[str, Any], Embedded("io.k8s.api.core.v1.Affinity")]
 PodSecurityContext = Annotated[dict[str, Any], Embedded("io.k8s.api.core.v1.PodSecurityContext")]
 SecurityContext = Annotated[dict[str, Any], Embedded("io.k8s.api.core.v1.SecurityContext")]
 Toleration = Annotated[dict[str, Any], Embedded("io.k8s.api.core.v1.Toleration")]
@@ -94,6 +93,106 @@ class VolumeMount(TypedDict, total=False):
     subPath: str
 
 
+# The embedded types below are typed down to every map (`dict[str, V]`) a runtime patch can carry: Go omits
+# an empty map from the patch, never an empty struct (`runtime.api.omitempty`). Other fields stay opaque.
+
+
+@schema(Embedded("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"))
+class LabelSelector(TypedDict, total=False):
+    matchLabels: dict[str, str]
+    matchExpressions: list[dict[str, Any]]
+
+
+@schema(Embedded("io.k8s.api.core.v1.PodAffinityTerm"))
+class PodAffinityTerm(TypedDict, total=False):
+    labelSelector: LabelSelector
+    namespaceSelector: LabelSelector
+    topologyKey: Required[str]
+
+
+@schema(Embedded("io.k8s.api.core.v1.WeightedPodAffinityTerm"))
+class WeightedPodAffinityTerm(TypedDict):
+    weight: int
+    podAffinityTerm: PodAffinityTerm
+
+
+@schema(Embedded("io.k8s.api.core.v1.PodAffinity"))
+class PodAffinity(TypedDict, total=False):
+    requiredDuringSchedulingIgnoredDuringExecution: list[PodAffinityTerm]
+    preferredDuringSchedulingIgnoredDuringExecution: list[WeightedPodAffinityTerm]
+
+
+@schema(Embedded("io.k8s.api.core.v1.PodAntiAffinity"))
+class PodAntiAffinity(PodAffinity, total=False):
+    """The same fields as PodAffinity."""
+
+
+@schema(Embedded("io.k8s.api.core.v1.Affinity"))
+class Affinity(TypedDict, total=False):
+    nodeAffinity: dict[str, Any]
+    podAffinity: PodAffinity
+    podAntiAffinity: PodAntiAffinity
+
+
+@schema(Embedded("io.k8s.api.core.v1.CSIVolumeSource"))
+class CSIVolumeSource(TypedDict, total=False):
+    driver: Required[str]
+    volumeAttributes: dict[str, str]
+
+
+@schema(Embedded("io.k8s.api.core.v1.FlexVolumeSource"))
+class FlexVolumeSource(TypedDict, total=False):
+    driver: Required[str]
+    options: dict[str, str]
+
+
+@schema(Embedded("io.k8s.api.core.v1.VolumeResourceRequirements"))
+class VolumeResourceRequirements(TypedDict, total=False):
+    limits: dict[str, Quantity]
+    requests: dict[str, Quantity]
+
+
+@schema(Embedded("io.k8s.api.core.v1.PersistentVolumeClaimSpec"))
+class PersistentVolumeClaimSpec(TypedDict, total=False):
+    resources: VolumeResourceRequirements
+    selector: LabelSelector
+
+
+@schema(Embedded("io.k8s.api.core.v1.PersistentVolumeClaimTemplate"))
+class PersistentVolumeClaimTemplate(TypedDict, total=False):
+    metadata: ObjectMeta
+    spec: Required[PersistentVolumeClaimSpec]
+
+
+@schema(Embedded("io.k8s.api.core.v1.EphemeralVolumeSource"))
+class EphemeralVolumeSource(TypedDict, total=False):
+    volumeClaimTemplate: PersistentVolumeClaimTemplate
+
+
+@schema(Embedded("io.k8s.api.core.v1.ClusterTrustBundleProjection"))
+class ClusterTrustBundleProjection(TypedDict, total=False):
+    labelSelector: LabelSelector
+    path: Required[str]
+
+
+@schema(Embedded("io.k8s.api.core.v1.PodCertificateProjection"))
+class PodCertificateProjection(TypedDict, total=False):
+    signerName: Required[str]
+    keyType: Required[str]
+    userAnnotations: dict[str, str]
+
+
+@schema(Embedded("io.k8s.api.core.v1.VolumeProjection"))
+class VolumeProjection(TypedDict, total=False):
+    clusterTrustBundle: ClusterTrustBundleProjection
+    podCertificate: PodCertificateProjection
+
+
+@schema(Embedded("io.k8s.api.core.v1.ProjectedVolumeSource"))
+class ProjectedVolumeSource(TypedDict, total=False):
+    sources: list[VolumeProjection]
+
+
 @schema(Embedded("io.k8s.api.core.v1.Volume"))
 class Volume(TypedDict, total=False):
     name: Required[str]
@@ -101,6 +200,10 @@ class Volume(TypedDict, total=False):
     secret: dict[str, Any]
     emptyDir: dict[str, Any]
     persistentVolumeClaim: dict[str, Any]
+    csi: CSIVolumeSource
+    flexVolume: FlexVolumeSource
+    ephemeral: EphemeralVolumeSource
+    projected: ProjectedVolumeSource
 
 
 @schema(Embedded("io.k8s.api.core.v1.PodSchedulingGate"))
@@ -262,6 +365,8 @@ EnvList = Annotated[list[EnvVar], ListType("map", ("name",)), MaxItems(128)]
 
 __all__ = [
     "Affinity",
+    "CSIVolumeSource",
+    "ClusterTrustBundleProjection",
     "Condition",
     "Container",
     "ContainerPort",
@@ -269,19 +374,29 @@ __all__ = [
     "EnvList",
     "EnvVar",
     "EnvVarSource",
+    "EphemeralVolumeSource",
+    "FlexVolumeSource",
     "JobSetSpec",
     "JobSpec",
     "JobTemplateSpec",
+    "LabelSelector",
     "LocalObjectReference",
     "Network",
     "ObjectFieldSelector",
     "ObjectMeta",
     "ObjectMetaFull",
     "OwnerReference",
+    "PersistentVolumeClaimSpec",
+    "PersistentVolumeClaimTemplate",
+    "PodAffinity",
+    "PodAffinityTerm",
+    "PodAntiAffinity",
+    "PodCertificateProjection",
     "PodSchedulingGate",
     "PodSecurityContext",
     "PodSpec",
     "PodTemplateSpec",
+    "ProjectedVolumeSource",
     "Quantity",
     "ReplicatedJob",
     "ResourceRequirements",
@@ -289,4 +404,7 @@ __all__ = [
     "Toleration",
     "Volume",
     "VolumeMount",
+    "VolumeProjection",
+    "VolumeResourceRequirements",
+    "WeightedPodAffinityTerm",
 ]

@@ -37,7 +37,8 @@ from typing import Any, cast
 import orjson
 
 from runtime.api import constants
-from runtime.api.v1alpha1 import TrainJob
+from runtime.api.omitempty import omit_empty
+from runtime.api.v1alpha1 import RuntimePatch, TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
 from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
 from runtime.core.status import set_condition
@@ -55,7 +56,7 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import Container, Info, convert_env_var, env_var, omit_empty, owner_reference, trainer_env
+from runtime.info import Container, Info, convert_env_var, env_var, owner_reference, trainer_env
 
 __all__ = ["JobSet", "endpoints", "render_jobset"]
 
@@ -316,7 +317,9 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
         if old is None:
             return []  # immutability only makes sense on updates
         old_view, new_view = TrainJobView(old), TrainJobView(new)
-        if omit_empty(list(old_view.runtime_patches)) == omit_empty(list(new_view.runtime_patches)):
+        # Go's Semantic.DeepEqual: an empty map or list equals an absent one, an empty struct does not.
+        old_patches = omit_empty(list(old_view.runtime_patches), list[RuntimePatch])
+        if old_patches == omit_empty(list(new_view.runtime_patches), list[RuntimePatch]):
             return []
         if old_view.spec.get("suspend") is not True and new_view.spec.get("suspend") is not True:
             return [

@@ -448,15 +448,6 @@ def test_a_builtin_trainer_on_two_nodes_is_rejected_like_upstream(
     assert "spec.trainer.numNodes: Invalid value: 2: must be 1 for llama3_2/1B model" in raised.value.problems
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RenderError,
-    reason=(
-        "runtime/render.py SchemaChecker rejects a whole-number JSON float (1.0) in an int-or-string "
-        "quantity ('must be an integer or a string'); kube-apiserver accepts it and stores 1. The SDK "
-        "sends such floats: its Quantity model turns resources_per_node={'cpu': 1} into 1.0."
-    ),
-)
 def test_render_accepts_the_sdks_float_quantities_as_kube_apiserver_does(
     runtime_documents: list[Document], schemas: SchemaChecker, wire: Wire
 ) -> None:
@@ -470,16 +461,6 @@ def test_render_accepts_the_sdks_float_quantities_as_kube_apiserver_does(
     assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "runtime/info.py omit_empty() drops every empty map of a runtime patch before merging it, so the "
-        "SDK's volume {'name': 'scratch', 'emptyDir': {}} reaches the JobSet as {'name': 'scratch'}. "
-        "Upstream marshals the typed patch with Go's omitempty, which keeps a non-nil pointer to an empty "
-        "struct ('emptyDir': {}); only empty maps, slices and strings are omitted."
-    ),
-)
 def test_an_sdk_runtime_patch_keeps_an_empty_dir_volume_source(
     runtime_documents: list[Document], schemas: SchemaChecker, wire: Wire
 ) -> None:

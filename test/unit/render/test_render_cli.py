@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
@@ -366,6 +367,67 @@ def test_the_schema_reports_types_bounds_lengths_and_duplicates() -> None:
         'spec.trainer.env[1]: Duplicate value: {"name":"A","value":"2"}',
         'spec.trainer.command: Invalid value: "python": must be of type array, not string',
     ]
+
+
+def test_whole_floats_in_integer_fields_are_accepted_and_kept_as_the_integers_the_server_stores() -> None:
+    # kube-apiserver v1.36.3, by experiment (test/integration/test_render_vs_apiserver.py has the table).
+    checked, errors = _check(
+        _trainjob(
+            activeDeadlineSeconds=60.0,  # its one rule reads oldSelf: not run on create
+            trainer={
+                "numNodes": 2.0,
+                "resourcesPerNode": {
+                    "limits": {"cpu": 1.0, "memory": -1.0, "nvidia.com/gpu": float(2**53 - 1)},
+                    "requests": {"cpu": -0.0},
+                },
+            },
+        )
+    )
+    assert errors == []
+    spec = checked["spec"]
+    assert spec["activeDeadlineSeconds"] == 60 and type(spec["activeDeadlineSeconds"]) is int
+    assert spec["trainer"]["numNodes"] == 2 and type(spec["trainer"]["numNodes"]) is int
+    assert orjson.dumps(spec["trainer"]["resourcesPerNode"]) == (
+        b'{"limits":{"cpu":1,"memory":-1,"nvidia.com/gpu":9007199254740991},"requests":{"cpu":0}}'
+    )
+
+
+def test_floats_that_are_not_json_integers_are_refused_where_integers_are_expected() -> None:
+    _, errors = _check(
+        _trainjob(
+            trainer={
+                "numNodes": 2.5,
+                "resourcesPerNode": {"limits": {"cpu": 1.5, "memory": 1.0000000001, "x.io/y": float(2**53)}},
+            }
+        )
+    )
+    assert errors == [
+        "spec.trainer.numNodes: Invalid value: 2.5: must be of type integer, not number",
+        "spec.trainer.resourcesPerNode.limits[cpu]: Invalid value: 1.5: must be an integer or a string",
+        "spec.trainer.resourcesPerNode.limits[memory]: Invalid value: 1.0000000001: "
+        "must be an integer or a string",
+        "spec.trainer.resourcesPerNode.limits[x.io/y]: Invalid value: 9007199254740992.0: "
+        "must be an integer or a string",
+    ]
+
+
+def test_a_whole_float_must_still_fit_the_fields_format_and_bounds() -> None:
+    _, errors = _check(_trainjob(trainer={"numNodes": 3e9}, activeDeadlineSeconds=0.0))
+    assert errors == [
+        "spec.trainer.numNodes: Invalid value: 3000000000: must fit in int32",
+        "spec.activeDeadlineSeconds: Invalid value: 0: should be greater than or equal to 1",
+    ]
+
+
+def test_a_whole_float_fails_the_cel_rules_of_its_field_as_the_servers_cel_cannot_read_it() -> None:
+    # kube-apiserver: `spec.trainer.numProcPerNode: Invalid value: "integer": invalid data, expected int,
+    # got float64 evaluating rule: numProcPerNode must be greater than or equal to 1` (even for 2.0).
+    _, errors = _check(_trainjob(trainer={"numProcPerNode": 2.0}))
+    assert errors == [
+        'spec.trainer.numProcPerNode: Invalid value: "integer": invalid data, expected int, got float64 '
+        "evaluating rule: numProcPerNode must be greater than or equal to 1"
+    ]
+    assert _check(_trainjob(trainer={"numProcPerNode": 2}))[1] == []
 
 
 def test_the_schema_requires_required_fields() -> None:

@@ -1,0 +1,120 @@
+"""trainer-render's schema check gives kube-apiserver's verdict on numbers, and keeps the value it stores.
+
+Each case is a TrainJob with one number in an integer or int-or-string field, created with `dryRun=All`
+on the Tier 1 kube-apiserver (the Trainer CRDs of config/crd installed, no webhook), and checked offline by
+`runtime.render.SchemaChecker` with the same CRDs. The verdicts must agree; when both accept, the value
+render carries on must equal the one the API server returns.
+
+What kube-apiserver v1.36.3 does, as the table records it (go-openapi's `IsFloat64AJSONInteger` and
+`IsValueValidAgainstRange`, apiserver's CEL `UnstructuredToVal`):
+- a whole float where the schema says integer or int-or-string is accepted and stored as the integer
+  (`2.0` → `2`, `-1.0` → `-1`), up to ±(2**53 - 1); `1.5`, `-1.5`, `1.0000000001` and `2**53` are
+  rejected with 422, and so is a whole float outside the field's int32 range;
+- CEL reads the float it decoded, so a rule on such a field cannot evaluate: `numProcPerNode: 2.0` is
+  rejected ("invalid data, expected int, got float64"), while `activeDeadlineSeconds: 60.0` passes,
+  since its only rule reads `oldSelf` and runs on updates only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from controller.envtest import ControlPlane
+from runtime.render import SchemaChecker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    id: str
+    path: str
+    """Dotted path under the TrainJob's `spec` (dict keys only)."""
+    value: Any
+    accepted: bool
+    """kube-apiserver's verdict, as observed; the test checks it still holds."""
+    stored: Any = None
+    """What kube-apiserver returns for an accepted value (compared with its type: `1` is not `1.0`)."""
+
+
+CPU = "trainer.resourcesPerNode.limits.cpu"
+CASES = [
+    Case(id="an integer field takes a whole float as that integer", path="trainer.numNodes", value=2.0,
+         accepted=True, stored=2),
+    Case(id="an integer field takes 0.0 as 0", path="trainer.numNodes", value=0.0, accepted=True, stored=0),
+    Case(id="an integer field refuses a fraction", path="trainer.numNodes", value=2.5, accepted=False),
+    Case(id="a whole float must fit the field's int32", path="trainer.numNodes", value=3e9, accepted=False),
+    Case(id="a whole float whose only rule is a transition rule is accepted on create",
+         path="activeDeadlineSeconds", value=60.0, accepted=True, stored=60),
+    Case(id="a whole float where CEL reads the field cannot be evaluated", path="trainer.numProcPerNode",
+         value=2.0, accepted=False),
+    Case(id="an int-or-string quantity takes 1.0 as 1", path=CPU, value=1.0, accepted=True, stored=1),
+    Case(id="an int-or-string quantity takes -1.0 as -1", path=CPU, value=-1.0, accepted=True, stored=-1),
+    Case(id="an int-or-string quantity refuses 1.5", path=CPU, value=1.5, accepted=False),
+    Case(id="an int-or-string quantity refuses -1.5", path=CPU, value=-1.5, accepted=False),
+    Case(id="a near-integer float is not an integer", path=CPU, value=1.0000000001, accepted=False),
+    Case(id="the largest whole float taken is 2**53 - 1", path=CPU, value=float(2**53 - 1), accepted=True,
+         stored=2**53 - 1),
+    Case(id="2**53 as a float is refused", path=CPU, value=float(2**53), accepted=False),
+    Case(id="a string quantity is kept as written", path=CPU, value="1.5", accepted=True, stored="1.5"),
+]  # fmt: skip
+
+
+def _trainjob(path: str, value: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"runtimeRef": {"name": "torch-distributed"}}
+    *parents, leaf = path.split(".")
+    node = spec
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = value
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "numbers"},
+        "spec": spec,
+    }
+
+
+def _at(obj: dict[str, Any], path: str) -> Any:
+    node: Any = obj["spec"]
+    for key in path.split("."):
+        node = node[key]
+    return node
+
+
+@pytest.fixture(scope="module")
+def schemas() -> SchemaChecker:
+    return SchemaChecker.from_crd_dir(ROOT / "config" / "crd")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_render_and_kube_apiserver_agree_on_a_number(
+    case: Case, control_plane: ControlPlane, namespace: str, schemas: SchemaChecker
+) -> None:
+    trainjob = _trainjob(case.path, case.value)
+    answer = control_plane.admin_request(
+        "POST",
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs?dryRun=All",
+        orjson.dumps(trainjob),
+    )
+    checked, errors = schemas.check(trainjob)
+
+    assert answer.status in (201, 422), answer.body
+    server_accepts = answer.status == 201
+    assert server_accepts is case.accepted, answer.body  # kube-apiserver still behaves as recorded
+    assert (not errors) is server_accepts, [str(e) for e in errors]
+    if server_accepts:
+        stored = _at(answer.json(), case.path)
+        assert (type(stored), stored) == (type(case.stored), case.stored)
+        assert (type(_at(checked, case.path)), _at(checked, case.path)) == (type(stored), stored)
+    else:
+        field = f"spec.{case.path}"
+        assert field in answer.json()["message"]
+        # render spells a map key as Go's field.Path does (`limits[cpu]`), the OpenAPI check with a dot.
+        assert any(re.sub(r"\[([^]]*)\]", r".\1", e.path) == field for e in errors), [str(e) for e in errors]

@@ -1,0 +1,213 @@
+"""`omit_empty` writes a runtime patch back as Go's typed patch does: empty maps and lists go, structs stay.
+
+The rule is checked three ways: on hand-picked values (an `emptyDir: {}` volume, `securityContext: {}`,
+`nodeSelector: {}`, ...), against the TrainJob CRD (every empty map a runtime patch or `resourcesPerNode`
+can hold is dropped and every empty object kept, which also proves the API types name every such map),
+and through its two users: the runtime patch merge of `build_info` and the JobSet plugin's
+runtime-patch immutability check (Go's `equality.Semantic.DeepEqual`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from runtime.api.core import ResourceRequirements
+from runtime.api.omitempty import omit_empty
+from runtime.api.v1alpha1 import JobSetSpecPatch, RuntimePatch
+from runtime.framework import MemoryReader
+from runtime.info import build_info
+from runtime.plugins.jobset import JobSet
+from runtime.testing import Make
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _pod_patch(**pod_spec: Any) -> dict[str, Any]:
+    return {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]}
+
+
+def _pod(patch: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = patch["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    return pod
+
+
+# -- hand-picked values -------------------------------------------------------------------------------------
+
+
+def test_empty_volume_sources_and_security_contexts_are_kept() -> None:
+    patch = _pod_patch(
+        volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {}}],
+        securityContext={},
+        containers=[{"name": "node", "securityContext": {}}],
+    )
+    assert omit_empty(patch, JobSetSpecPatch) == patch
+
+
+def test_empty_maps_lists_and_nulls_are_dropped() -> None:
+    patch = _pod_patch(nodeSelector={}, tolerations=[], volumes=[], serviceAccountName=None)
+    patch["replicatedJobs"][0]["template"]["metadata"] = {"labels": {}, "annotations": {}}
+    assert omit_empty(patch, JobSetSpecPatch) == {
+        "replicatedJobs": [{"name": "node", "template": {"metadata": {}, "spec": {"template": {"spec": {}}}}}]
+    }
+
+
+def test_maps_deep_inside_embedded_types_are_maps_too() -> None:
+    selector = {"matchLabels": {}, "matchExpressions": []}
+    term = {"topologyKey": "zone", "labelSelector": selector, "namespaceSelector": copy.deepcopy(selector)}
+    patch = _pod_patch(
+        affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": term}
+        ]}},
+        volumes=[
+            {"name": "csi", "csi": {"driver": "d", "volumeAttributes": {}}},
+            {"name": "eph", "ephemeral": {"volumeClaimTemplate": {
+                "metadata": {"labels": {}},
+                "spec": {"resources": {"requests": {}}, "selector": {"matchLabels": {}}},
+            }}},
+        ],
+    )  # fmt: skip
+    pod = _pod(omit_empty(patch, JobSetSpecPatch))
+    kept_term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert kept_term["podAffinityTerm"] == {
+        "topologyKey": "zone",
+        "labelSelector": {},
+        "namespaceSelector": {},
+    }
+    assert pod["volumes"] == [
+        {"name": "csi", "csi": {"driver": "d"}},
+        {"name": "eph", "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {}, "spec": {"resources": {}, "selector": {}}
+        }}},
+    ]  # fmt: skip
+
+
+def test_list_items_and_scalars_are_never_dropped() -> None:
+    # Go writes `[{}]` as it is; "", 0 and false are kept (pointer fields keep them; see the module).
+    patch = _pod_patch(
+        imagePullSecrets=[{}],
+        serviceAccountName="",
+        terminationGracePeriodSeconds=0,
+        securityContext={"runAsNonRoot": False},
+    )
+    assert omit_empty(patch, JobSetSpecPatch) == patch
+
+
+def test_resources_per_node_drops_empty_limits_and_requests() -> None:
+    resources = {"limits": {"cpu": 1}, "requests": {}, "claims": []}
+    assert omit_empty(resources, ResourceRequirements) == {"limits": {"cpu": 1}}
+
+
+def test_the_input_is_neither_modified_nor_shared() -> None:
+    patch = _pod_patch(nodeSelector={}, volumes=[{"name": "v", "emptyDir": {}}])
+    before = copy.deepcopy(patch)
+    result = omit_empty(patch, JobSetSpecPatch)
+    assert patch == before
+    _pod(result)["volumes"][0]["emptyDir"]["medium"] = "Memory"
+    assert patch == before
+
+
+# -- against the CRD schema ---------------------------------------------------------------------------------
+
+
+def _trainjob_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((ROOT / "config" / "crd" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+    (version,) = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    return schema
+
+
+def _dict_nodes(schema: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], bool]]:
+    """(path, is a map) for every object node of `schema`; `[]` steps into list items, `*` into map values."""
+    if "additionalProperties" in schema:
+        yield path, True
+        yield from _dict_nodes(schema["additionalProperties"], (*path, "*"))
+    elif "properties" in schema:
+        yield path, False
+        for name, child in schema["properties"].items():
+            yield from _dict_nodes(child, (*path, name))
+    elif "items" in schema:
+        yield from _dict_nodes(schema["items"], (*path, "[]"))
+
+
+def _holding_empty_dict(path: tuple[str, ...]) -> Any:
+    """The smallest value with `{}` at `path` (map values under the key `k`)."""
+    value: Any = {}
+    for step in reversed(path):
+        value = [value] if step == "[]" else {"k" if step == "*" else step: value}
+    return value
+
+
+def _keeps_leaf(value: Any, path: tuple[str, ...]) -> bool:
+    for step in path[:-1]:
+        value = value[0] if step == "[]" else value["k" if step == "*" else step]
+    return ("k" if path[-1] == "*" else path[-1]) in value
+
+
+SCHEMA = _trainjob_schema()
+CASES = [
+    pytest.param(root, hint, path, is_map, id=f"{name}.{'.'.join(path).replace('.[]', '[]')}")
+    for name, root, hint in (
+        ("runtimePatches[]", SCHEMA["runtimePatches"]["items"], RuntimePatch),
+        (
+            "trainer.resourcesPerNode",
+            SCHEMA["trainer"]["properties"]["resourcesPerNode"],
+            ResourceRequirements,
+        ),
+    )
+    for path, is_map in _dict_nodes(root)
+    if path and path[-1] != "[]"
+]
+
+
+def test_the_schema_has_maps_and_objects_in_runtime_patches() -> None:
+    kinds = [case.values[3] for case in CASES]
+    assert kinds.count(True) >= 24 and kinds.count(False) >= 100  # the walk reaches deep into pod specs
+
+
+@pytest.mark.parametrize(("root", "hint", "path", "is_map"), CASES)
+def test_an_empty_map_is_dropped_and_an_empty_object_kept_as_the_crd_schema_says(
+    root: dict[str, Any], hint: Any, path: tuple[str, ...], is_map: bool
+) -> None:
+    kept = _keeps_leaf(omit_empty(_holding_empty_dict(path), hint), path)
+    assert kept is not is_map, (
+        "a map the API types do not name: type it as dict[str, V] in runtime/api" if is_map else path
+    )
+
+
+# -- through its users --------------------------------------------------------------------------------------
+
+
+def _runtime_patch(manager: str = "sdk.io/manager", **pod_spec: Any) -> dict[str, Any]:
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": _pod_patch(**pod_spec)}}}
+
+
+def test_a_runtime_patch_adds_volumes_with_empty_sources_and_no_empty_node_selector(make: Make) -> None:
+    jobs = [make.job("node", containers=[make.container("node")])]
+    patch = _runtime_patch(
+        volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {}}], nodeSelector={}
+    )
+    info = build_info(make.trainjob(runtime_patches=[patch]), make.runtime_spec(*jobs))
+    pod = info.pod_sets[0].pod_spec
+    assert pod["volumes"] == [{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {}}]
+    assert "nodeSelector" not in pod
+
+
+def test_an_empty_struct_in_a_runtime_patch_is_a_change_and_an_empty_map_is_not(make: Make) -> None:
+    old = make.trainjob(runtime_patches=[_runtime_patch(nodeSelector={"a": "1"})])
+    same = make.trainjob(
+        runtime_patches=[_runtime_patch(nodeSelector={"a": "1"}, tolerations=[], volumes=[])]
+    )
+    changed = make.trainjob(runtime_patches=[_runtime_patch(nodeSelector={"a": "1"}, securityContext={})])
+    plugin = JobSet()
+    info = build_info(same, make.runtime_spec(*make.default_jobs()))
+    assert list(plugin.validate(info, old, same, MemoryReader()).errors) == []
+    assert [str(e) for e in plugin.validate(info, old, changed, MemoryReader()).errors] == [
+        "spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the TrainJob is suspended "
+        "before or after the update"
+    ]
