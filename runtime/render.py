@@ -11,7 +11,8 @@ What it does, in order:
    TrainingRuntime and ClusterTrainingRuntime under each `--runtime` path (a file or a directory searched
    recursively for *.yaml, *.yml and *.json; other documents, such as kustomization.yaml, are skipped),
    and the objects of each `--existing` path (objects already in the cluster: a JobSet, a PodGroup, an MPI
-   Secret, PriorityClasses).
+   Secret, PriorityClasses, and with the `TrainJobStatus` gate the status server's CA Secret in
+   `--operator-namespace`).
 2. Checks each TrainJob and runtime against its CRD's structural schema and applies the schema defaults, as
    the API server does on create (`SchemaChecker`; CRDs from `--crd-dir`, default the repository's
    `config/crd/`). Unknown fields are errors, as with kubectl's strict field validation.
@@ -60,10 +61,16 @@ from runtime.framework import (
     MemoryReader,
     PluginContext,
     PluginEntry,
+    PluginFactory,
     PluginRegistry,
 )
 from runtime.plugins import builtin_registry
 from runtime.plugins.mpi import MPI, KeyGenerator, SSHKeyPair, generate_ssh_key_pair
+from runtime.plugins.trainjobstatus import (
+    DEFAULT_OPERATOR_NAMESPACE,
+    StatusServerSettings,
+    TrainJobStatusPlugin,
+)
 from runtime.resources import InvalidQuantityError
 
 __all__ = [
@@ -543,6 +550,9 @@ class RenderOptions:
     feature_gates: frozenset[str] = frozenset()
     config: Mapping[str, Any] = field(default_factory=dict)
     """The controller configuration plugins read (PluginContext.config)."""
+    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    """The controller's namespace (in a cluster, its pod's): where the TrainJobStatus plugin's status server
+    Service and CA Secret are."""
     keygen: KeyGenerator = placeholder_ssh_keys
     schemas: SchemaChecker | None = None
     """None skips the schema checks and defaults."""
@@ -582,12 +592,22 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
+def _status_plugin(operator_namespace: str) -> PluginFactory:
+    def factory(context: PluginContext) -> TrainJobStatusPlugin:
+        settings = StatusServerSettings.from_config(context.config, operator_namespace=operator_namespace)
+        return TrainJobStatusPlugin(context, settings=settings)
+
+    return factory
+
+
 def _registry(options: RenderOptions) -> PluginRegistry:
     keygen = options.keygen
     entries = []
     for entry in builtin_registry(options.feature_gates):
         if entry.name == MPI.name:
             entries.append(PluginEntry(MPI.name, lambda context: MPI(context, keygen=keygen)))
+        elif entry.name == TrainJobStatusPlugin.name:
+            entries.append(PluginEntry(entry.name, _status_plugin(options.operator_namespace)))
         else:
             entries.append(entry)
     return PluginRegistry(entries)
@@ -689,8 +709,19 @@ def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 # Command line
 
 
-def _parse_feature_gates(values: Sequence[str]) -> frozenset[str]:
-    enabled: set[str] = set()
+def _config_feature_gates(config: Mapping[str, Any], source: Path) -> frozenset[str]:
+    """The gates a Configuration's `featureGates` map turns on (the manager's starting point)."""
+    gates = config.get("featureGates")
+    if gates is None:
+        return frozenset()
+    if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
+        raise RenderError(f"--config {source}: featureGates must map names to true or false")
+    return frozenset(str(name) for name, enabled in gates.items() if enabled)
+
+
+def _parse_feature_gates(values: Sequence[str], start: frozenset[str] = frozenset()) -> frozenset[str]:
+    """`start` (the configuration's gates) with each `--feature-gates` setting applied in turn."""
+    enabled: set[str] = set(start)
     for value in values:
         for item in filter(None, (part.strip() for part in value.split(","))):
             gate, sep, setting = item.partition("=")
@@ -741,9 +772,16 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=BOOL,...",
-        help="controller feature gates, e.g. TrainJobStatus=true",
+        help="controller feature gates, e.g. TrainJobStatus=true (override the --config file's featureGates)",
     )
     parser.add_argument("--config", type=Path, metavar="PATH", help="the controller Configuration (YAML)")
+    parser.add_argument(
+        "--operator-namespace",
+        default=DEFAULT_OPERATOR_NAMESPACE,
+        metavar="NS",
+        help="the controller's namespace: where the TrainJobStatus gate finds the status server "
+        f"(default: {DEFAULT_OPERATOR_NAMESPACE})",
+    )
     parser.add_argument(
         "--ssh-keys",
         choices=("placeholder", "generate"),
@@ -775,16 +813,19 @@ def _options(args: argparse.Namespace, warn: list[str], preloaded: SchemaChecker
         else:
             warn.append(f"CRDs not found at {crd_dir}: schema checks and defaults skipped (pass --crd-dir)")
     config: Mapping[str, Any] = {}
+    config_gates: frozenset[str] = frozenset()
     if args.config is not None:
         documents = load_documents(args.config)
         if len(documents) != 1:
             raise RenderError(f"--config {args.config}: expected one document, found {len(documents)}")
         config = documents[0].obj
+        config_gates = _config_feature_gates(config, args.config)
     return RenderOptions(
         namespace=args.namespace,
         uid=args.uid,
-        feature_gates=_parse_feature_gates(args.feature_gates),
+        feature_gates=_parse_feature_gates(args.feature_gates, config_gates),
         config=config,
+        operator_namespace=args.operator_namespace,
         keygen=generate_ssh_key_pair if args.ssh_keys == "generate" else placeholder_ssh_keys,
         schemas=schemas,
     )

@@ -23,6 +23,7 @@ from runtime.plugins.jobset import JobSet
 from runtime.plugins.mpi import MPI
 from runtime.plugins.plainml import PlainML
 from runtime.plugins.torch import Torch
+from runtime.plugins.trainjobstatus import TrainJobStatusPlugin
 from runtime.plugins.volcano import Volcano
 from runtime.plugins.xgboost import XGBoost
 
@@ -55,7 +56,7 @@ _BUILTINS: tuple[PluginEntry, ...] = (
     PluginEntry(Flux.name, Flux),
     PluginEntry(CoScheduling.name, CoScheduling),
     PluginEntry(Volcano.name, Volcano),
-    # TrainJobStatus goes here, in BUILTIN_ORDER.
+    PluginEntry(TrainJobStatusPlugin.name, TrainJobStatusPlugin),
 )
 
 
