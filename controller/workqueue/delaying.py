@@ -69,8 +69,13 @@ class DelayThread:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop:
+        while True:
             next_in = self._promote()
+            # Checked after promoting, not before: a stop signalled while promoting may have had its
+            # wake-up cleared by ``promote``; the thread would then wait out a heartbeat (forever on a fake
+            # clock).
+            if self._stop:
+                return
             self._clock.wait(self.wake, MAX_WAIT if next_in is None else min(next_in, MAX_WAIT))
 
     def signal_stop(self) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from controller.clock import FakeClock
 from controller.workqueue import MAX_WAIT, DelayingQueue
+from controller.workqueue.delaying import DelayThread
 
 _markers = itertools.count()
 
@@ -162,3 +163,26 @@ def test_repr_counts_waiting_items(q: Any) -> None:
     q.add_after("foo", 0.5)
     q.add_after("bar", 1.0)
     assert repr(q) == "DelayingQueue(name='', queued=0, processing=0, shutting_down=False, waiting=2)"
+
+
+def test_a_stop_signalled_while_the_delay_thread_promotes_items_still_ends_it(
+    clock: FakeClock, unique_name: Any, spawn: Any
+) -> None:
+    # The interleaving behind a lost wake-up: shut_down signals the thread while it is promoting ready
+    # items, and promoting then clears the wake event (as its contract says it must, under the queue's
+    # lock). The thread must still see the stop, not wait out a 10 s heartbeat (forever on a fake clock).
+    passes: list[int] = []
+
+    def promote() -> float | None:
+        passes.append(1)
+        thread.signal_stop()  # shut_down lands here...
+        thread.wake.clear()  # ...before promoting clears the event
+        return None
+
+    thread = DelayThread(unique_name(), clock, promote)
+    thread.start()
+    try:
+        spawn(thread.join, name="test/join-delay-thread").join()
+    finally:
+        clock.step(MAX_WAIT)  # frees the thread if the stop was lost, so no thread outlives the test
+    assert passes == [1]
