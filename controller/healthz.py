@@ -18,7 +18,9 @@ Guarantees:
 - :class:`LoopbackServer` binds loopback addresses only (``127.0.0.1``, ``::1``, ``localhost``) and refuses
   anything else; it buffers each response into one write and sets ``TCP_NODELAY``, so a response never waits
   for a delayed ACK (the 44 ms Nagle stall). Its threads are named ``<name>/serve`` and ``<name>/request``,
-  and :meth:`LoopbackServer.stop` joins all of them. Connections are closed after each response.
+  and :meth:`LoopbackServer.stop` joins all of them. Connections are closed after each response, and a
+  client that stays silent is dropped after a read timeout (32 s) or at once when the server stops, so an
+  idle or half-open connection can neither pile up threads nor hold up a shutdown.
 
 Deliberately missing: TLS and authentication (loopback only), HEAD and other methods (405), and the
 ``livez`` family.
@@ -26,6 +28,7 @@ Deliberately missing: TLS and authentication (loopback only), HEAD and other met
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import threading
@@ -159,13 +162,15 @@ def parse_bind_address(address: str) -> tuple[str, int] | None:
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
-    """Buffers the whole response and writes it once; no keep-alive."""
+    """Buffers the whole response and writes it once; no keep-alive; a silent client is dropped after the
+    server's read timeout."""
 
     wbufsize = -1  # buffered wfile: status line, headers and body leave in one write on flush
     server: _Server
 
     def setup(self) -> None:
         super().setup()
+        self.connection.settimeout(self.server.read_timeout)
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self) -> None:
@@ -201,12 +206,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], app: App, name: str) -> None:
+    def __init__(self, address: tuple[str, int], app: App, name: str, read_timeout: float) -> None:
         self.app = app
         self.name = name
+        self.read_timeout = read_timeout
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._requests_lock = threading.Lock()
-        self._request_threads: list[threading.Thread] = []
+        # Request threads not known to have finished, with their connections.
+        self._requests: list[tuple[threading.Thread, socket.socket]] = []
         super().__init__(address, _RequestHandler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -218,25 +225,43 @@ class _Server(ThreadingHTTPServer):
             daemon=True,
         )
         with self._requests_lock:
-            self._request_threads = [t for t in self._request_threads if t.is_alive()]
-            self._request_threads.append(thread)
+            self._requests = [(t, conn) for t, conn in self._requests if t.is_alive()]
+            self._requests.append((thread, request))
         thread.start()
 
     def server_close(self) -> None:
         super().server_close()
         with self._requests_lock:
-            threads, self._request_threads = self._request_threads, []
-        for thread in threads:
+            requests, self._requests = self._requests, []
+        for thread, conn in requests:
+            # Ends a read that is still waiting for the request (an idle or half-open client), so the join
+            # below does not wait for the read timeout; a response being written is not affected.
+            if thread.is_alive():
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RD)
+        for thread, _ in requests:
             thread.join()
 
 
-class LoopbackServer:
-    """An HTTP server on a loopback address, serving ``app`` on an owned thread until :meth:`stop`."""
+READ_TIMEOUT = 32.0
+"""Seconds a connection may stay silent while its request is read (controller-runtime's
+``ReadHeaderTimeout`` for its probe and metrics servers)."""
 
-    def __init__(self, name: str, address: tuple[str, int], app: App) -> None:
+
+class LoopbackServer:
+    """An HTTP server on a loopback address, serving ``app`` on an owned thread until :meth:`stop`.
+
+    A client that sends nothing for ``read_timeout`` seconds is disconnected, so idle connections cannot
+    pile up request threads.
+    """
+
+    def __init__(
+        self, name: str, address: tuple[str, int], app: App, *, read_timeout: float = READ_TIMEOUT
+    ) -> None:
         self._name = name
         self._address = address
         self._app = app
+        self._read_timeout = read_timeout
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -252,7 +277,7 @@ class LoopbackServer:
         """Binds and starts serving; raises OSError if the address is taken."""
         if self._server is not None:
             raise RuntimeError(f"{self._name} server already started")
-        self._server = _Server(self._address, self._app, self._name)
+        self._server = _Server(self._address, self._app, self._name, self._read_timeout)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -263,7 +288,10 @@ class LoopbackServer:
         _log.info("http.serving", server=self._name, address="{}:{}".format(*self.address))
 
     def stop(self) -> None:
-        """Stops accepting, joins the serving thread and every request thread. Idempotent."""
+        """Stops accepting, joins the serving thread and every request thread. Idempotent.
+
+        A connection still waiting for its request is closed at once; a request being answered is finished.
+        """
         server, thread = self._server, self._thread
         if server is None or thread is None:
             return

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from controller.envtest import wait_until
 from controller.healthz import PING, Checker, Handler, LoopbackServer, Response, parse_bind_address
 
 
@@ -128,6 +129,37 @@ def test_server_threads_are_named_and_joined_on_stop(http_get: Any) -> None:
     srv.stop()
     assert not any(t.name.startswith("probe/") for t in threading.enumerate())
     srv.stop()  # idempotent
+
+
+def test_stop_does_not_wait_for_a_client_that_never_sends_its_request() -> None:
+    # An idle or half-open connection (a probe that died after connecting) holds a request thread in its
+    # read; stopping the server must end that read instead of waiting for it.
+    import threading
+
+    srv = LoopbackServer("probe-idle", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
+    srv.start()
+    with socket.create_connection(srv.address, timeout=5) as sock:
+        wait_until(lambda: any(t.name == "probe-idle/request" for t in threading.enumerate()))
+        stopper = threading.Thread(target=srv.stop, name="test/stop-probe-idle", daemon=True)
+        stopper.start()
+        stopper.join(5)
+        stopped = not stopper.is_alive()
+        if not stopped:
+            sock.close()  # lets the stuck stop finish, so no thread outlives the test
+            stopper.join(5)
+    assert stopped, "stop() waited for a silent client"
+    assert not any(t.name.startswith("probe-idle/") for t in threading.enumerate())
+
+
+def test_a_silent_client_is_disconnected_after_the_read_timeout() -> None:
+    srv = LoopbackServer("probe-slow", ("127.0.0.1", 0), serve({"/healthz": Handler({})}), read_timeout=0.05)
+    srv.start()
+    try:
+        with socket.create_connection(srv.address, timeout=5) as sock:
+            sock.sendall(b"GET /healthz HT")  # half a request line, then silence
+            assert sock.recv(65536) == b""  # the server hung up (a socket.timeout here means it did not)
+    finally:
+        srv.stop()
 
 
 @pytest.mark.parametrize(
