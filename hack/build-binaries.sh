@@ -10,6 +10,10 @@
 # hack/tools/<component>/ pin every dependency (go.mod/go.sum are committed);
 # the binaries are never committed. Third-party CRDs stay in the Go module cache
 # and are read from there at run time (hack/thirdparty.py).
+#
+# Before building, it checks that go (>= 1.26) is on PATH, that there is room for
+# a cold build, and that the Go module proxy answers one small download within
+# TRAINER_PROXY_CHECK_TIMEOUT seconds (default 300); each failure is one clear line.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,6 +21,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 cache=${TRAINER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeflow-trainer-py}
 log_dir="$cache/build-logs"
+proxy_check_timeout=${TRAINER_PROXY_CHECK_TIMEOUT:-300}
 
 die() { echo "build-binaries: error: $*" >&2; exit 1; }
 say() { echo "build-binaries: $*" >&2; }
@@ -54,22 +59,39 @@ preflight() {
       die "only $((avail_kb / 1024)) MiB free under $d; a cold build needs about 6 GiB (modules, build cache, binaries)"
     fi
   done
-  if ! (cd "$here/tools/etcd" && GOFLAGS=-mod=mod go mod download go.etcd.io/etcd/server/v3 >/dev/null 2>"$log_dir/proxy-check.log"); then
-    die "cannot download Go modules (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY)); see $log_dir/proxy-check.log"
+  # One small download first, bounded, so an unreachable or stalled proxy is named now rather than
+  # showing up as a silent hang (or a build log full of errors) minutes into the first build.
+  local rc=0
+  (cd "$here/tools/etcd" && GOFLAGS=-mod=mod timeout "$proxy_check_timeout" \
+    go mod download go.etcd.io/etcd/server/v3) >/dev/null 2>"$log_dir/proxy-check.log" || rc=$?
+  if (( rc == 124 )); then
+    die "the Go module proxy did not answer within ${proxy_check_timeout} s (GOPROXY=$(go env GOPROXY));" \
+      "set TRAINER_PROXY_CHECK_TIMEOUT to wait longer on a slow proxy"
+  elif (( rc != 0 )); then
+    die "cannot download Go modules (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY));" \
+      "see $log_dir/proxy-check.log"
   fi
 }
+
+# The temporary directory of the build in progress: removed however the script ends (failure, Ctrl-C,
+# SIGTERM), so an interrupted build leaves neither a half-filled bin directory nor a stray copy behind.
+building=""
+trap '[[ -z "$building" ]] || rm -rf "$building"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 build() {  # build NAME DIR CMD...: run CMD into a temp dir, then move it into place
   local name=$1 dir=$2; shift 2
   local tmp="$dir.tmp.$$" start=$SECONDS
   rm -rf "$tmp"; mkdir -p "$tmp"
+  building=$tmp
   say "building $name (log: $log_dir/$name.log)"
   if ! ( OUT="$tmp" "$@" ) >"$log_dir/$name.log" 2>&1; then
-    rm -rf "$tmp"
     tail -n 20 "$log_dir/$name.log" >&2
     die "building $name failed; full log in $log_dir/$name.log"
   fi
   rm -rf "$dir"; mv "$tmp" "$dir"
+  building=""
   say "built $name in $((SECONDS - start)) s: $(du -sh "$dir" | cut -f1)"
 }
 
