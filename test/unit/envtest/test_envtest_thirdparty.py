@@ -73,3 +73,47 @@ def test_the_script_prints_one_line_instead_of_a_traceback(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("thirdparty: error: Go is not installed") and err.count("\n") == 1
+
+
+def test_the_generated_volcano_crd_is_made_once_then_served_from_the_cache_without_go(
+    thirdparty: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh CI clone generates it on first use; every later use (other fixtures, cluster.py) reads the
+    # cached file, even with Go gone.
+    monkeypatch.setenv("TRAINER_CACHE_DIR", str(tmp_path / "cache"))
+    crd = thirdparty.VOLCANO_PODGROUP_FROM_TYPES
+
+    def fake_go(args: list[str], cwd: Path, what: str) -> None:
+        if args[0] == "run":  # controller-gen: writes the CRD into output:crd:dir
+            out = Path(args[-1].removeprefix("output:crd:dir="))
+            out.mkdir()
+            (out / crd.file).write_text("kind: CustomResourceDefinition\n")
+
+    monkeypatch.setattr(thirdparty, "_go", fake_go)
+    pins = {crd.version_key: "v1.13.0", crd.generator_key: "v0.18.0"}
+    first = thirdparty.volcano_podgroup_crd(pins)
+    assert first.read_text() == "kind: CustomResourceDefinition\n"
+    assert [p.name for p in first.parent.parent.iterdir()] == [first.parent.name]  # no work dir left
+
+    monkeypatch.setattr(thirdparty, "_go", lambda args, cwd, what: pytest.fail("Go ran again"))
+    monkeypatch.setattr(thirdparty.shutil, "which", lambda name: None)
+    assert thirdparty.volcano_podgroup_crd(pins) == first
+
+
+def test_a_failed_generation_names_the_step_and_leaves_nothing_in_the_cache(
+    thirdparty: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOPROXY", "off")
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "empty-module-cache"))
+    if thirdparty.shutil.which("go") is None:
+        pytest.skip("needs go on PATH (it runs `go get` against a proxy that is off)")
+    crd = thirdparty.VOLCANO_PODGROUP_FROM_TYPES
+    with pytest.raises(thirdparty.ThirdPartyError) as raised:
+        thirdparty.volcano_podgroup_crd({crd.version_key: "v1.13.0", crd.generator_key: "v0.18.0"})
+    message = str(raised.value)
+    assert message.startswith(
+        "generating the podgroups.scheduling.volcano.sh CRD from volcano.sh/apis@v1.13.0"
+    )
+    assert "go get volcano.sh/apis@v1.13.0" in message and "GOPROXY=off" in message
+    assert list((tmp_path / "cache" / "crds").iterdir()) == []
