@@ -469,9 +469,15 @@ class SharedIndexInformer:
             self.mutation_detector.check_on_stop()
 
     def run(self, stop_event: threading.Event) -> None:
-        """List, watch and dispatch until ``stop_event`` is set; then stop and join every thread. Blocks."""
+        """List, watch and dispatch until ``stop_event`` is set; then stop and join every thread. Blocks.
+
+        An informer stopped before it ran returns at once: ``start()`` followed at once by ``stop()`` may
+        reach here only after the stop, and that is a clean shut down, not misuse.
+        """
         with self._lock:
-            if self._started or self._stopped:
+            if self._stopped and not self._started:
+                return
+            if self._started:
                 raise RuntimeError(f"informer {self.name} may run only once")
             self._started = True
             self._stop_event = stop_event

@@ -15,6 +15,7 @@ import pytest
 
 from controller import errors
 from controller.clock import FakeClock
+from controller.envtest.suite import wait_until
 from controller.informers.mutation_detector import CacheMutationError
 from controller.informers.shared_informer import (
     ResourceEventHandlerFuncs,
@@ -473,3 +474,22 @@ def test_stopping_an_informer_that_never_ran_releases_its_waiters(lw, recorder) 
     assert not informer.wait_for_synced(None)
     assert not reg.wait_for_synced(None)
     assert informer.is_stopped()
+
+
+def test_an_informer_stopped_before_it_ran_returns_from_run_at_once(lw) -> None:
+    # start() followed at once by stop() can reach run() after the stop; that must be a quiet, clean exit.
+    informer = SharedIndexInformer(lw, name="stopped-early", clock=FakeClock())
+    informer.stop()
+    informer.run(threading.Event())  # returns instead of raising "may run only once"
+    assert not informer.has_synced()
+
+
+def test_running_an_informer_twice_is_refused(lw) -> None:
+    informer = SharedIndexInformer(lw, name="twice", clock=FakeClock())
+    informer.start()
+    try:
+        wait_until(informer.has_synced)  # its own thread is inside run() now
+        with pytest.raises(RuntimeError, match="may run only once"):
+            informer.run(threading.Event())
+    finally:
+        informer.stop()
