@@ -3,6 +3,7 @@
 - ``no_leaked_threads`` (autouse): fails a test that leaves a thread of ours running, the Python twin of
   client-go's goleak check. Threads are named by their owner (``informer/trainjobs``,
   ``controller/trainjob/worker-2``); interpreter and library threads are ignored.
+- Hypothesis runs with the ``project`` profile: no per-example deadline (timing is never asserted).
 - The Tier 1 control plane and per-test namespaces live in ``test/integration/conftest.py``;
   the Tier 2 cluster in ``test/e2e/conftest.py``.
 """
@@ -14,6 +15,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: CI shares 2 cores with a control plane, and a slow example is not a failure.
+# Tests that want fewer or more examples still set max_examples themselves.
+settings.register_profile("project", deadline=None)
+settings.load_profile("project")
 
 # Threads started by libraries we do not own; everything else must be joined by the test that started it.
 _FOREIGN_PREFIXES = ("pydevd", "ThreadPoolExecutor", "asyncio", "Dummy-", "hypothesis", "process-reaper")
