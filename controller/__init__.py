@@ -31,7 +31,10 @@ Work queues (:mod:`controller.workqueue`)
 Clients (:mod:`controller.client`, :mod:`controller.transport`, :mod:`controller.errors`,
 :mod:`controller.flowcontrol`)
     speak raw JSON to the API server: get, list, watch, create, update, patch, server-side apply, status,
-    delete, discovery; a token bucket (50 QPS, burst 100) and one mapping of API failures to exceptions.
+    delete; a token bucket (50 QPS, burst 100) and one mapping of API failures to exceptions. Kinds and
+    resources are :mod:`controller.gvk`, discovery :mod:`controller.restmapper`, the watch decoder
+    :mod:`controller.watch`, an informer's list/watch pair :mod:`controller.listerwatcher`, and the wire
+    object type and its deep copy :mod:`controller.object`.
     Only :mod:`controller.transport` touches the official ``kubernetes`` package.
 
 Logging and metrics (:mod:`controller.logging`, :mod:`controller.metrics`, :mod:`controller.events`,

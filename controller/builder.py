@@ -38,9 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from controller.client import GVK
 from controller.clock import Clock
 from controller.controller import Controller
+from controller.gvk import GVK
 from controller.handler import (
     EnqueueRequestForObject,
     EnqueueRequestForOwner,

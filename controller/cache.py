@@ -24,7 +24,7 @@ Guarantees:
 - **Objects are read-only by contract, and not copied.** controller-runtime deep-copies every object it hands
   out; this cache does not (a deepcopy costs ~6x a decode, and most reads only look). Everything ``get`` and
   ``list`` return is the cache's own, shared with every other reader: copy it
-  (``controller.client.deep_copy``) before changing it. The mutation detector
+  (``controller.object.deep_copy``) before changing it. The mutation detector
   (``KUBE_CACHE_MUTATION_DETECTOR=true``) fails the tests of anyone who does not.
 - ``managedFields`` are stripped from every object before it is stored (``default_transform``).
 - Resync: informers resync every ``sync_period`` (10 h by default) scaled by a random factor in [0.9, 1.1),
@@ -53,7 +53,7 @@ from controller.informers.shared_informer import SharedIndexInformer, TransformF
 from controller.informers.store import NAMESPACE_INDEX, meta_namespace_index_func
 
 if TYPE_CHECKING:
-    from controller.client import GVK
+    from controller.gvk import GVK
 
 DEFAULT_SYNC_PERIOD = 10 * 3600.0
 """controller-runtime's default ``SyncPeriod``."""

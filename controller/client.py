@@ -1,17 +1,18 @@
-"""The REST client: raw-JSON reads and writes of any kind, discovery, watches, and client-side throttling.
+"""The REST client: raw-JSON reads and writes of any kind, with retries and client-side throttling.
 
 Go origin: controller-runtime ``pkg/client`` (the unstructured client: get, list, create, update, patch,
-apply, status subresource, delete), client-go ``rest`` (request building, ``transformResponse``, Retry-After
-retries, the ``rest_client_requests_total`` metric), ``tools/pager`` (paginated lists),
-``watch.StreamWatcher`` (the JSON-lines watch decoder) and controller-runtime's lazy ``RESTMapper`` over
-``discovery``.
+apply, status subresource, delete) and client-go ``rest`` (request building, ``transformResponse``,
+Retry-After retries, the ``rest_client_requests_total`` metric) and ``tools/pager`` (paginated lists). Its
+collaborators have modules of their own: kinds and resources (:mod:`controller.gvk`), discovery
+(:mod:`controller.restmapper`), the watch decoder (:mod:`controller.watch`), the per-kind list/watch pair
+(:mod:`controller.listerwatcher`) and wire objects (:mod:`controller.object`).
 
 Guarantees:
 
 - **Objects are dicts** decoded once by orjson, never generated models. Items of a list carry ``apiVersion``
   and ``kind`` (the server leaves them out; we fill them from the list, as client-go's unstructured decoder
   does). What the client returns is the caller's to mutate; objects from a *cache* are not (copy them with
-  :func:`deep_copy`).
+  :func:`controller.object.deep_copy`).
 - **Every request** waits for the client's token bucket (:mod:`controller.flowcontrol`; QPS 50 / burst 100 as
   Kubeflow Trainer runs) and counts one ``rest_client_requests_total{code,method,host}``, with code
   ``<error>`` when no HTTP answer came back, per attempt, as client-go counts.
@@ -21,14 +22,10 @@ Guarantees:
   ``TooManyRequests`` (``retry_after`` set) reaches the caller, whose work queue backs off.
 - **Lists** are paginated 500 per page (client-go's pager default); an expired continue token falls back to
   one unpaginated list, as the pager's ``FullListIfExpired``. The list's resourceVersion is the first page's.
-- **Watches** (:class:`Watch`) are iterators of :class:`WatchEvent` read from a streaming response with a
-  linear-time line splitter; ``BOOKMARK`` and ``ERROR`` events are passed through (``ERROR`` carries a
-  ``metav1.Status``: :meth:`WatchEvent.as_error`). A read timeout (default 90 s, beyond the API server's
-  one-minute bookmark period) raises :class:`~controller.errors.WatchTimeout` on a silent, presumably dead,
-  connection. :meth:`Watch.stop` may be called from any thread and wakes a blocked reader at once.
-- **Discovery.** :class:`RESTMapper` resolves a kind to its resource. The kinds this project touches are
-  known without a round trip; others are found in the group-version's resource list, fetched once, cached,
-  and fetched again on a miss (a CRD installed later is found).
+- **Watches** return a :class:`controller.watch.Watch`. A read timeout (default 90 s, beyond the API
+  server's one-minute bookmark period) raises :class:`~controller.errors.WatchTimeout` on a silent,
+  presumably dead, connection.
+- **Discovery.** :meth:`Client.resource_for` delegates to a :class:`controller.restmapper.RESTMapper`.
 - **Server-side apply** sends the object as JSON (valid YAML) with ``application/apply-patch+yaml``,
   ``fieldManager`` and ``force``.
 
@@ -42,11 +39,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, TypeVar
-from urllib.parse import quote
 
 import orjson
 import structlog
@@ -54,11 +48,15 @@ import structlog
 from controller import errors, metrics
 from controller.clock import REAL_CLOCK, Clock
 from controller.flowcontrol import TokenBucketRateLimiter
-from controller.transport import DEFAULT_POOL_SIZE, Query, Response, Stream, Transport
+from controller.gvk import GVK, Resource
+from controller.listerwatcher import KindListerWatcher
+from controller.object import ListResult, Object
+from controller.restmapper import RESTMapper
+from controller.transport import DEFAULT_POOL_SIZE, Query, Response, Transport
+from controller.watch import Watch
 
 _log = structlog.get_logger(__name__)
 
-Object = dict[str, Any]
 _QueryValue = str | int | bool
 _QueryPairs = list[tuple[str, _QueryValue]]
 
@@ -80,439 +78,9 @@ PATCH_CONTENT_TYPES: Mapping[str, str] = {
 PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
 
 
-def deep_copy(obj: Any) -> Any:
-    """A deep copy of a JSON-shaped value, by an orjson round trip (several times faster than deepcopy)."""
-    return orjson.loads(orjson.dumps(obj))
-
-
 def _query(*pairs: tuple[str, _QueryValue | None]) -> _QueryPairs:
     """The query parameters that are set, in order: a value of None or ``""`` leaves its parameter out."""
     return [(name, value) for name, value in pairs if value is not None and value != ""]
-
-
-# --- kinds and resources ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GVK:
-    """A GroupVersionKind. The core group is ``""``."""
-
-    group: str
-    version: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        """``group/version``, or just ``version`` for the core group."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def group_version(self) -> str:
-        return self.api_version
-
-    @classmethod
-    def from_api_version(cls, api_version: str, kind: str) -> GVK:
-        """Split an ``apiVersion`` (``"v1"``, ``"batch/v1"``) and pair it with ``kind``."""
-        group, sep, version = api_version.rpartition("/")
-        if not version or (sep and not group):
-            raise ValueError(f"malformed apiVersion {api_version!r}")
-        return cls(group, version, kind)
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> GVK:
-        """The GVK an object declares in ``apiVersion`` and ``kind``."""
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
-            raise ValueError("object has no apiVersion/kind")
-        return cls.from_api_version(api_version, kind)
-
-    def __str__(self) -> str:
-        return f"{self.api_version}, Kind={self.kind}"
-
-
-GroupVersionKind = GVK
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resource:
-    """Where a kind lives on the server: ``/api/v1`` or ``/apis/<group>/<version>``, then ``plural``."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-    kind: str
-
-    @property
-    def gvk(self) -> GVK:
-        return GVK(self.group, self.version, self.kind)
-
-    @property
-    def api_version(self) -> str:
-        return self.gvk.api_version
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        """The URL path of the collection (``name`` None) or of one object, optionally a subresource.
-
-        For a namespaced kind, no ``namespace`` means all namespaces (list and watch only). For a
-        cluster-scoped kind ``namespace`` is ignored, as controller-runtime ignores it.
-        """
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base = f"{base}/namespaces/{quote(namespace, safe='')}"
-        base = f"{base}/{self.plural}"
-        if name is None:
-            if subresource:
-                raise ValueError("a subresource needs an object name")
-            return base
-        if not name:
-            raise ValueError("object name must not be empty")
-        base = f"{base}/{quote(name, safe='')}"
-        return f"{base}/{subresource}" if subresource else base
-
-
-def _res(api_version: str, kind: str, plural: str, namespaced: bool) -> Resource:
-    gvk = GVK.from_api_version(api_version, kind)
-    return Resource(group=gvk.group, version=gvk.version, plural=plural, namespaced=namespaced, kind=kind)
-
-
-# The kinds this project reads or writes, resolvable without a discovery round trip.
-BUILTIN_RESOURCES: tuple[Resource, ...] = (
-    _res("v1", "Pod", "pods", True),
-    _res("v1", "ConfigMap", "configmaps", True),
-    _res("v1", "Secret", "secrets", True),
-    _res("v1", "Namespace", "namespaces", False),
-    _res("v1", "Event", "events", True),
-    _res("v1", "ServiceAccount", "serviceaccounts", True),
-    _res("v1", "Node", "nodes", False),
-    _res("v1", "Service", "services", True),
-    _res("v1", "LimitRange", "limitranges", True),
-    _res("events.k8s.io/v1", "Event", "events", True),
-    _res("coordination.k8s.io/v1", "Lease", "leases", True),
-    _res("node.k8s.io/v1", "RuntimeClass", "runtimeclasses", False),
-    _res("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
-    _res("batch/v1", "Job", "jobs", True),
-    _res("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
-    _res("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True),
-    _res("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", True),
-    _res("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", True),
-    _res("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", True),
-    _res("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "trainingruntimes", True),
-    _res("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False),
-)
-
-
-def parse_api_resource_list(doc: Mapping[str, Any]) -> dict[str, Resource]:
-    """Kind → Resource from a ``metav1.APIResourceList`` (``GET /api/v1``, ``GET /apis/<g>/<v>``).
-
-    Subresources (``pods/status``) are skipped; the first resource named for a kind wins, as the discovery
-    RESTMapper does.
-    """
-    gvk = GVK.from_api_version(str(doc.get("groupVersion") or ""), "")
-    out: dict[str, Resource] = {}
-    for entry in doc.get("resources") or ():
-        name = entry.get("name") or ""
-        kind = entry.get("kind") or ""
-        if not name or "/" in name or not kind or kind in out:
-            continue
-        out[kind] = Resource(
-            group=gvk.group,
-            version=gvk.version,
-            plural=name,
-            namespaced=bool(entry.get("namespaced")),
-            kind=kind,
-        )
-    return out
-
-
-def parse_api_groups(
-    core: Mapping[str, Any] | None, groups: Mapping[str, Any] | None
-) -> dict[str, list[str]]:
-    """Group → versions, preferred version first, from ``GET /api`` (``APIVersions``) and ``GET /apis``
-    (``APIGroupList``)."""
-    out: dict[str, list[str]] = {}
-    if core:
-        versions = [str(v) for v in core.get("versions") or ()]
-        if versions:
-            out[""] = versions
-    for group in (groups or {}).get("groups") or ():
-        name = group.get("name") or ""
-        versions = [str(v.get("version")) for v in group.get("versions") or () if v.get("version")]
-        preferred = (group.get("preferredVersion") or {}).get("version")
-        if preferred in versions:
-            versions.remove(preferred)
-            versions.insert(0, preferred)
-        if name and versions:
-            out[name] = versions
-    return out
-
-
-class DiscoveryReader(Protocol):
-    """What the mapper needs from a client: one JSON GET (raising ``controller.errors`` on failure)."""
-
-    def get_raw(self, path: str) -> Any: ...
-
-
-class RESTMapper:
-    """Resolves kinds to resources through discovery, lazily, with a cache (controller-runtime's lazy mapper).
-
-    Thread-safe. Built-in kinds (:data:`BUILTIN_RESOURCES`) never cost a round trip. Other kinds are looked up
-    in their group-version's resource list, fetched on first use and cached; a kind missing from a cached
-    list triggers one re-fetch (a CRD may have been installed since). A version of ``""`` asks for the
-    group's preferred version (from ``/api`` and ``/apis``, also cached and re-fetched on a miss).
-    """
-
-    def __init__(self, reader: DiscoveryReader, builtins: Sequence[Resource] = BUILTIN_RESOURCES) -> None:
-        self._reader = reader
-        self._lock = threading.Lock()
-        self._builtins: dict[GVK, Resource] = {r.gvk: r for r in builtins}
-        # Invariant: a group-version is a key only once its resource list was fetched successfully.
-        self._discovered: dict[str, dict[str, Resource]] = {}
-        self._groups: dict[str, list[str]] | None = None
-
-    def resource_for(self, gvk: GVK) -> Resource:
-        """The resource serving ``gvk``; raises :class:`~controller.errors.NoKindMatch` if there is none."""
-        if not gvk.version:
-            gvk = GVK(gvk.group, self.preferred_version(gvk.group, gvk.kind), gvk.kind)
-        builtin = self._builtins.get(gvk)
-        if builtin is not None:
-            return builtin
-        gv = gvk.api_version
-        with self._lock:
-            cached = self._discovered.get(gv)
-        if cached is not None and gvk.kind in cached:
-            return cached[gvk.kind]
-        resources = self._fetch_group_version(gvk)
-        found = resources.get(gvk.kind)
-        if found is None:
-            raise errors.NoKindMatch(gvk.group, gvk.version, gvk.kind)
-        return found
-
-    def _fetch_group_version(self, gvk: GVK) -> dict[str, Resource]:
-        gv = gvk.api_version
-        path = f"/apis/{gv}" if gvk.group else f"/api/{gv}"
-        try:
-            doc = self._reader.get_raw(path)
-        except errors.NotFound as exc:
-            with self._lock:
-                self._discovered.pop(gv, None)
-            raise errors.NoKindMatch(gvk.group, gvk.version, gvk.kind) from exc
-        resources = parse_api_resource_list(doc)
-        with self._lock:
-            self._discovered[gv] = resources
-        return resources
-
-    def server_groups(self, *, refresh: bool = False) -> dict[str, list[str]]:
-        """Group → served versions, preferred first (``""`` is the core group)."""
-        with self._lock:
-            groups = self._groups
-        if groups is None or refresh:
-            groups = parse_api_groups(self._reader.get_raw("/api"), self._reader.get_raw("/apis"))
-            with self._lock:
-                self._groups = groups
-        return groups
-
-    def preferred_version(self, group: str, kind: str = "") -> str:
-        """The group's preferred version; re-fetches the group list once if the group is unknown."""
-        versions = self.server_groups().get(group) or self.server_groups(refresh=True).get(group)
-        if not versions:
-            raise errors.NoKindMatch(group, "", kind)
-        return versions[0]
-
-    def invalidate(self) -> None:
-        """Forget everything discovered (built-ins stay)."""
-        with self._lock:
-            self._discovered.clear()
-            self._groups = None
-
-    def __repr__(self) -> str:
-        with self._lock:
-            discovered = sorted(self._discovered)
-        return f"RESTMapper(builtins={len(self._builtins)}, discovered={discovered})"
-
-
-# --- results ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ListResult:
-    """A list response: the items, the list's resourceVersion, and the continue token for the next page."""
-
-    items: list[Object]
-    resource_version: str
-    continue_: str = ""
-    remaining_item_count: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One watch event: ``type`` is ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
-
-    type: str
-    object: Object
-
-    def as_error(self) -> errors.ApiError:
-        """The ``metav1.Status`` of an ERROR event as the exception it describes (``FromObject``)."""
-        return errors.from_status(self.object)
-
-
-# --- watch -----------------------------------------------------------------------------------------------
-
-
-class LineSplitter:
-    """Splits a byte stream into newline-terminated lines in linear time.
-
-    Fragments of a line spread over several chunks are kept in a list and joined once, when its newline
-    arrives, so a large object costs one copy however many chunks carried it (``kubernetes.watch`` instead
-    re-copies its whole buffer per line, quadratic in the chunk size). Blank lines are dropped.
-    """
-
-    __slots__ = ("_partial",)
-
-    def __init__(self) -> None:
-        self._partial: list[bytes] = []  # pieces of the current, unterminated line
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines completed by ``chunk``, without their newline."""
-        end = chunk.find(b"\n")
-        if end < 0:
-            if chunk:
-                self._partial.append(chunk)
-            return []
-        lines: list[bytes] = []
-        if self._partial:
-            self._partial.append(chunk[:end])
-            first = b"".join(self._partial)
-            self._partial.clear()
-        else:
-            first = chunk[:end]
-        if first.strip():
-            lines.append(first)
-        start = end + 1
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            if end > start:
-                line = chunk[start:end]
-                if line.strip():
-                    lines.append(line)
-            start = end + 1
-        if start < len(chunk):
-            self._partial.append(chunk[start:])
-        return lines
-
-    def flush(self) -> bytes:
-        """Whatever followed the last newline (a truncated line at end of stream), and reset."""
-        rest = b"".join(self._partial)
-        self._partial.clear()
-        return rest
-
-
-class Watch:
-    """An open watch: iterate it for :class:`WatchEvent`\\ s until the server ends the stream.
-
-    One thread iterates; :meth:`stop` may be called from any thread, and wakes a reader blocked waiting for
-    the next event (the socket is shut down), after which iteration ends. Use as a context manager, or call
-    :meth:`stop`, to release the connection if you stop iterating early.
-
-    Iteration raises :class:`~controller.errors.WatchTimeout` when the stream is silent for the read timeout
-    and :class:`~controller.errors.ConnectionFailed` when the connection breaks. An undecodable line ends the
-    watch with a synthetic ERROR event, as client-go's ``StreamWatcher`` does.
-    """
-
-    def __init__(self, stream: Stream, *, gvk: GVK) -> None:
-        self._stream = stream
-        self._chunks = stream.chunks()
-        self._splitter = LineSplitter()
-        self._lines: deque[bytes] = deque()
-        self._lock = threading.Lock()
-        self._stopped = False  # stop() was called
-        self._reading = False  # a thread is inside __next__ reading the socket
-        self._done = False  # no more events will be produced
-        self.gvk = gvk
-        self.events = 0
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        return self
-
-    def __next__(self) -> WatchEvent:
-        while not self._lines:
-            with self._lock:
-                if self._stopped or self._done:
-                    self._done = True
-                    raise StopIteration
-                self._reading = True
-            try:
-                chunk = next(self._chunks)
-            except BaseException:  # StopIteration at the end of the stream, or a transport error
-                self._finish()
-                raise
-            finally:
-                with self._lock:
-                    self._reading = False
-            self._lines.extend(self._splitter.feed(chunk))
-        if self._stopped:
-            self._finish()
-            raise StopIteration
-        line = self._lines.popleft()
-        try:
-            event = orjson.loads(line)
-            result = WatchEvent(event["type"], event["object"])
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            self._finish()
-            return _decode_error_event(exc)
-        self.events += 1
-        return result
-
-    def _finish(self) -> None:
-        with self._lock:
-            self._done = True
-        tail = self._splitter.flush()
-        if tail.strip() and not self._stopped:
-            _log.info("watch.truncated", kind=self.gvk.kind, tail_bytes=len(tail))
-        self._lines.clear()
-        self._stream.close()
-
-    def stop(self) -> None:
-        """End the watch; safe from any thread, idempotent (``watch.Interface.Stop``)."""
-        with self._lock:
-            self._stopped = True
-            reading = self._reading
-        self._stream.shutdown()
-        if not reading:
-            self._stream.close()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = "stopped" if self._stopped else ("done" if self._done else "open")
-        return f"Watch(kind={self.gvk.kind!r}, events={self.events}, {state})"
-
-
-def _decode_error_event(exc: BaseException) -> WatchEvent:
-    return WatchEvent(
-        "ERROR",
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "code": 500,
-            "reason": errors.REASON_INTERNAL_ERROR,
-            "message": f"unable to decode an event from the watch stream: {exc}",
-            "details": {"causes": [{"reason": "ClientWatchDecoding", "message": str(exc)}]},
-        },
-    )
 
 
 # --- the client ------------------------------------------------------------------------------------------
@@ -533,52 +101,6 @@ class _Answer(Protocol):
 _A = TypeVar("_A", bound=_Answer)
 _REQUEST_OK = range(200, 207)  # client-go transformResponse: 200 to 206 carry a result
 _WATCH_OK = range(200, 201)
-
-
-@dataclass(frozen=True, slots=True)
-class KindListerWatcher:
-    """List and watch one kind, optionally in one namespace and filtered by selectors: what a reflector needs.
-
-    ``list`` and ``watch`` match the ``ListerWatcher`` protocol of ``controller.informers``.
-    """
-
-    client: Client
-    gvk: GVK
-    namespace: str | None = None
-    label_selector: str | None = None
-    field_selector: str | None = None
-
-    def list(
-        self, resource_version: str | None = None, limit: int | None = None, continue_: str | None = None
-    ) -> ListResult:
-        """One page. ``resource_version`` ``""``/None is a consistent read, ``"0"`` any cached state;
-        ``limit`` 0/None is unpaginated; ``continue_`` continues a previous page (and then
-        ``resource_version`` is not sent, as the server requires)."""
-        return self.client.list_page(
-            self.gvk,
-            self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-            resource_version=None if continue_ else resource_version,
-            limit=limit,
-            continue_=continue_,
-        )
-
-    def watch(
-        self,
-        resource_version: str | None = None,
-        timeout_seconds: int | None = None,
-        allow_bookmarks: bool = True,
-    ) -> Watch:
-        return self.client.watch(
-            self.gvk,
-            self.namespace,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            allow_bookmarks=allow_bookmarks,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-        )
 
 
 class Client:
@@ -1017,17 +539,10 @@ class Client:
 
 
 __all__ = [
-    "BUILTIN_RESOURCES",
-    "GVK",
+    "DEFAULT_BURST",
+    "DEFAULT_PAGE_SIZE",
+    "DEFAULT_QPS",
+    "PATCH_CONTENT_TYPES",
     "Client",
-    "GroupVersionKind",
-    "KindListerWatcher",
-    "LineSplitter",
-    "ListResult",
-    "Object",
-    "RESTMapper",
-    "Resource",
-    "Watch",
-    "WatchEvent",
-    "deep_copy",
+    "PatchType",
 ]

@@ -41,9 +41,9 @@ from typing import Any, Protocol
 import cachetools
 import structlog
 
-from controller.client import GVK
 from controller.clock import REAL_CLOCK, Clock
 from controller.errors import NotFound
+from controller.gvk import GVK
 
 __all__ = [
     "EVENT_TYPE_NORMAL",

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from controller.informers.store import DeletedFinalStateUnknown
+from controller.object import Object
 from controller.reconcile import Request
 from controller.workqueue.priority import LOW_PRIORITY
 
@@ -64,7 +65,6 @@ __all__ = [
 
 _log = structlog.get_logger("controller.handler")
 
-Object = dict[str, Any]
 
 # --- events (pkg/event) -----------------------------------------------------------------------------------
 

@@ -61,9 +61,10 @@ from prometheus_client.exposition import choose_encoder
 
 from controller import metrics
 from controller.cache import InformerCache
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.clock import REAL_CLOCK, Clock
 from controller.events import EventBroadcaster, EventRecorder
+from controller.gvk import GVK
 from controller.healthz import Checker, Handler, LoopbackServer, Response, parse_bind_address
 from controller.leaderelection import LeaderElector, LeaseLock, new_identity
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from controller.handler import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from controller.object import Object
 
 __all__ = [
     "AnnotationChangedPredicate",
@@ -38,8 +39,6 @@ __all__ = [
     "not_",
     "or_",
 ]
-
-Object = dict[str, Any]
 
 
 class Predicate(Protocol):

@@ -87,10 +87,11 @@ from typing import Any, cast
 
 import yaml
 
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.clock import REAL_CLOCK, Clock
 from controller.envtest.certs import CertificateAuthority
 from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
+from controller.gvk import GVK
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView

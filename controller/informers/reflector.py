@@ -87,8 +87,9 @@ ERROR = "ERROR"
 
 # --- the seam to the API client ---------------------------------------------------------------------------
 #
-# Structural: ``controller.client.KindListerWatcher`` returns its own ``ListResult``/``Watch``/``WatchEvent``,
-# which satisfy these protocols; :class:`ListPage` and :class:`WatchEvent` are the plain values fakes use.
+# Structural: ``controller.listerwatcher.KindListerWatcher`` returns its own ``ListResult``/``Watch``/
+# ``WatchEvent``, which satisfy these protocols; :class:`ListPage` and :class:`WatchEvent` are the plain
+# values fakes use.
 
 
 class ListPageLike(Protocol):

@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 
 from controller import errors
-from controller.client import GVK, Client, WatchEvent
+from controller.client import Client
 from controller.envtest import ControlPlane, namespaced_crd
+from controller.gvk import GVK
 from controller.transport import Transport
+from controller.watch import WatchEvent
 
 CM = GVK("", "v1", "ConfigMap")
 NS = GVK("", "v1", "Namespace")

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from controller.cache import ByObject, InformerCache
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.envtest import ControlPlane
+from controller.gvk import GVK
 from controller.indexers import index_field
 from controller.informers.reflector import ListerWatcher, ListPageLike, Watch
 from controller.informers.shared_informer import SharedIndexInformer

@@ -22,9 +22,10 @@ import orjson
 import pytest
 
 from controller.builder import ControllerBuilder
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.envtest import ControlPlane, namespaced_crd
 from controller.errors import NotFound
+from controller.gvk import GVK
 from controller.manager import Manager
 
 HERE = Path(__file__).resolve().parent

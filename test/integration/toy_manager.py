@@ -20,8 +20,9 @@ from typing import Any
 import structlog
 
 from controller.builder import ControllerBuilder
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.errors import NotFound
+from controller.gvk import GVK
 from controller.logging import configure
 from controller.manager import LeaderElectionLost, Manager, ManagerError
 from controller.reconcile import Request, Result

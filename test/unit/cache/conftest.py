@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from controller.cache import InformerCache
-from controller.client import GVK
 from controller.clock import FakeClock
+from controller.gvk import GVK
 from controller.informers.testing import FakeListerWatcher
 
 NODE = GVK("", "v1", "Node")  # the cluster-scoped kind of these tests

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.client import GVK
+from controller.gvk import GVK
 from controller.indexers import (
     ALL_NAMESPACES,
     field_index_name,

@@ -16,8 +16,8 @@ from controller.cache import (
     LabelSelector,
     informer_name,
 )
-from controller.client import GVK
 from controller.clock import FakeClock
+from controller.gvk import GVK
 from controller.informers.mutation_detector import CacheMutationError
 from controller.informers.shared_informer import ResourceEventHandlerFuncs
 

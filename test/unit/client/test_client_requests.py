@@ -16,8 +16,9 @@ import orjson
 import pytest
 
 from controller import errors, metrics
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.clock import FakeClock
+from controller.gvk import GVK
 from controller.transport import Transport
 
 CM = GVK("", "v1", "ConfigMap")
@@ -452,7 +453,7 @@ def test_the_mapper_discovers_custom_kinds_through_the_client(stub: Any, client:
 
 
 def test_deep_copy_is_independent_of_the_original() -> None:
-    from controller.client import deep_copy
+    from controller.object import deep_copy
 
     original = cm("a", k="v")
     copy = deep_copy(original)

@@ -7,14 +7,8 @@ from typing import Any
 import pytest
 
 from controller import errors
-from controller.client import (
-    BUILTIN_RESOURCES,
-    GVK,
-    Resource,
-    RESTMapper,
-    parse_api_groups,
-    parse_api_resource_list,
-)
+from controller.gvk import BUILTIN_RESOURCES, GVK, Resource
+from controller.restmapper import RESTMapper, parse_api_groups, parse_api_resource_list
 
 POD = Resource(group="", version="v1", plural="pods", namespaced=True, kind="Pod")
 JOB = Resource(group="batch", version="v1", plural="jobs", namespaced=True, kind="Job")

@@ -225,7 +225,8 @@ def test_a_static_token_is_sent_unchanged_on_every_request(stub: Any, tmp_path: 
 
 
 def test_client_load_builds_the_transport_and_throttle_from_options(stub: Any, tmp_path: Path) -> None:
-    from controller.client import GVK, Client
+    from controller.client import Client
+    from controller.gvk import GVK
 
     stub.route("GET", CM_PATH, stub.Response(body={"kind": "ConfigMap"}))
     kubeconfig = write_kubeconfig(tmp_path / "kc", stub.url, {"u": {"token": "t"}}, "u")

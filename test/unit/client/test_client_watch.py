@@ -15,8 +15,10 @@ import orjson
 import pytest
 
 from controller import errors
-from controller.client import GVK, Client, Watch, WatchEvent
+from controller.client import Client
+from controller.gvk import GVK
 from controller.transport import Transport
+from controller.watch import Watch, WatchEvent
 
 CM = GVK("", "v1", "ConfigMap")
 PATH = "/api/v1/namespaces/ns/configmaps"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.client import LineSplitter
+from controller.watch import LineSplitter
 
 
 def split_all(chunks: list[bytes]) -> tuple[list[bytes], bytes]:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from controller.builder import ControllerBuilder
-from controller.client import GVK
 from controller.clock import FakeClock
 from controller.controller import Controller
+from controller.gvk import GVK
 from controller.handler import EnqueueRequestForOwner, Funcs
 from controller.predicate import Funcs as PredicateFuncs
 from controller.predicate import GenerationChangedPredicate

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from controller.client import GVK
 from controller.clock import FakeClock
 from controller.errors import AlreadyExists, NotFound, ServerError
 from controller.events import MAX_MESSAGE_LENGTH, EventBroadcaster
+from controller.gvk import GVK
 
 
 class FakeEventSink:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from controller import metrics
-from controller.client import GVK
 from controller.clock import FakeClock
+from controller.gvk import GVK
 from controller.leaderelection import LeaderElector, LeaseLock, new_identity
 
 LEASE = GVK("coordination.k8s.io", "v1", "Lease")

@@ -20,9 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller import errors, healthz
 from controller.cache import InformerCache
-from controller.client import GVK, Client
+from controller.client import Client
 from controller.clock import FakeClock
 from controller.controller import Controller
+from controller.gvk import GVK
 from controller.handler import EnqueueRequestForObject
 from controller.informers.testing import FakeListerWatcher
 from controller.manager import LeaderElectionLost, Manager, ManagerError
