@@ -13,8 +13,11 @@ Guarantees:
   and ``kind`` (the server leaves them out; we fill them from the list, as client-go's unstructured decoder
   does). What the client returns is the caller's to mutate; objects from a *cache* are not (copy them with
   :func:`controller.object.deep_copy`).
-- **Every request** waits for the client's token bucket (:mod:`controller.flowcontrol`; QPS 50 / burst 100 as
-  Kubeflow Trainer runs) and counts one ``rest_client_requests_total{code,method,host}``, with code
+- **Every request** waits for its resource's token bucket (:mod:`controller.flowcontrol`; QPS 50 / burst
+  100 each, as Kubeflow Trainer runs). As in controller-runtime, which builds one REST client per resource
+  type, each resource (group, version, plural) has a bucket of its own, created on first use, and
+  discovery and other non-resource paths share one more; a process-wide rate is therefore not bounded by
+  one bucket. Each request counts one ``rest_client_requests_total{code,method,host}``, with code
   ``<error>`` when no HTTP answer came back, per attempt, as client-go counts.
 - **Failures** raise the one mapping of :mod:`controller.errors` (``NotFound``, ``Conflict``, ``Gone``...).
 - **Retry-After.** A GET (list, get, watch start, discovery) answered 429, or 5xx with a ``Retry-After``
@@ -99,6 +102,8 @@ class _Answer(Protocol):
 
 
 _A = TypeVar("_A", bound=_Answer)
+_LimiterKey = tuple[str, str, str]  # (group, version, plural)
+_NON_RESOURCE: _LimiterKey = ("", "", "")  # discovery and other paths that name no resource
 _REQUEST_OK = range(200, 207)  # client-go transformResponse: 200 to 206 carry a result
 _WATCH_OK = range(200, 201)
 
@@ -124,7 +129,12 @@ class Client:
     ) -> None:
         self._transport = transport
         self._clock = clock
-        self._limiter = TokenBucketRateLimiter(qps, burst, clock=clock) if qps > 0 else None
+        self._qps = qps
+        self._burst = burst
+        # Invariant: one bucket per resource (group, version, plural) that was requested, plus the key
+        # _NON_RESOURCE for discovery and other non-resource paths; created on first use, never removed.
+        self._limiters: dict[_LimiterKey, TokenBucketRateLimiter] = {}
+        self._limiters_lock = threading.Lock()
         self._closed = threading.Event()
         self.watch_read_timeout = watch_read_timeout
         self.max_retries = max_retries
@@ -149,9 +159,24 @@ class Client:
     def transport(self) -> Transport:
         return self._transport
 
-    @property
-    def rate_limiter(self) -> TokenBucketRateLimiter | None:
-        return self._limiter
+    def rate_limiter_for(self, resource: Resource | None) -> TokenBucketRateLimiter | None:
+        """The token bucket requests for ``resource`` wait for (None: discovery and other non-resource
+        paths), created on first use with the client's qps and burst; None when throttling is off.
+
+        As controller-runtime, which builds one REST client (and so one client-go rate limiter) per
+        resource type: a burst of writes to one kind does not hold up reads of another.
+        """
+        if self._qps <= 0:
+            return None
+        key: _LimiterKey = (
+            (resource.group, resource.version, resource.plural) if resource is not None else _NON_RESOURCE
+        )
+        with self._limiters_lock:
+            limiter = self._limiters.get(key)
+            if limiter is None:
+                limiter = TokenBucketRateLimiter(self._qps, self._burst, clock=self._clock)
+                self._limiters[key] = limiter
+            return limiter
 
     def close(self) -> None:
         """Abort waiting requests and close the connection pool. Idempotent."""
@@ -160,10 +185,11 @@ class Client:
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
-    def _throttle(self) -> None:
+    def _throttle(self, resource: Resource | None) -> None:
         if self._closed.is_set():
             raise errors.ClientClosed("the client is closed")
-        if self._limiter is not None and not self._limiter.accept(self._closed):
+        limiter = self.rate_limiter_for(resource)
+        if limiter is not None and not limiter.accept(self._closed):
             raise errors.ClientClosed("the client was closed while waiting for the rate limiter")
 
     def _count(self, code: str, method: str) -> None:
@@ -181,12 +207,21 @@ class Client:
         if delay > 0 and self._clock.wait(self._closed, delay):
             raise errors.ClientClosed("the client was closed while waiting to retry")
 
-    def _exchange(self, method: str, path: str, send: Callable[[], _A], *, success: range) -> _A:
-        """Throttle, send, count, retry per Retry-After, and map failures; returns an answer whose status is
-        in ``success``. A failed answer's body is read (and a stream closed) before any retry."""
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        send: Callable[[], _A],
+        *,
+        success: range,
+        resource: Resource | None,
+    ) -> _A:
+        """Throttle (on ``resource``'s bucket), send, count, retry per Retry-After, and map failures; returns
+        an answer whose status is in ``success``. A failed answer's body is read (and a stream closed) before
+        any retry."""
         attempt = 0
         while True:
-            self._throttle()
+            self._throttle(resource)
             try:
                 answer = send()
             except errors.TransportError:
@@ -211,6 +246,7 @@ class Client:
         query: Query | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
+        resource: Resource | None,
     ) -> Response:
         """One request through :meth:`_exchange`; returns a 2xx response."""
         return self._exchange(
@@ -218,6 +254,7 @@ class Client:
             path,
             lambda: self._transport.request(method, path, query=query, body=body, content_type=content_type),
             success=_REQUEST_OK,
+            resource=resource,
         )
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -225,7 +262,7 @@ class Client:
 
     def get_raw(self, path: str) -> Any:
         """GET an arbitrary path (``/version``, discovery documents) and decode its JSON."""
-        return self._json("GET", path)
+        return self._json("GET", path, resource=None)
 
     def resource_for(self, gvk: GVK) -> Resource:
         """Resolve a kind through the mapper (built-ins without a round trip)."""
@@ -254,7 +291,7 @@ class Client:
     def get(self, gvk: GVK, name: str, namespace: str | None = None) -> Object:
         """One object; raises :class:`~controller.errors.NotFound` if absent."""
         resource = self._named(gvk, name, namespace)
-        obj: Object = self._json("GET", resource.path(namespace, name))
+        obj: Object = self._json("GET", resource.path(namespace, name), resource=resource)
         return obj
 
     def list_page(
@@ -279,7 +316,7 @@ class Client:
             ("limit", limit or None),
             ("continue", continue_),
         )
-        doc = self._json("GET", resource.path(namespace), query=query)
+        doc = self._json("GET", resource.path(namespace), query=query, resource=resource)
         items: list[Object] = doc.get("items") or []
         api_version, kind = resource.api_version, resource.kind
         for item in items:
@@ -361,6 +398,7 @@ class Client:
             path,
             lambda: self._transport.stream("GET", path, query=query, read_timeout=timeout),
             success=_WATCH_OK,
+            resource=resource,
         )
         return Watch(stream, gvk=gvk)
 
@@ -383,6 +421,7 @@ class Client:
         body: Any,
         content_type: str,
         *,
+        resource: Resource,
         field_manager: str | None,
         force: bool | None = None,
     ) -> Object:
@@ -390,6 +429,7 @@ class Client:
         written: Object = self._json(
             method,
             path,
+            resource=resource,
             query=_query(("fieldManager", field_manager), ("force", force)),
             body=body if isinstance(body, bytes) else orjson.dumps(body),
             content_type=content_type,
@@ -400,7 +440,12 @@ class Client:
         """POST a new object; raises :class:`~controller.errors.AlreadyExists` if the name is taken."""
         resource, namespace, _ = self._located(obj)
         return self._write(
-            "POST", resource.path(namespace), obj, "application/json", field_manager=field_manager
+            "POST",
+            resource.path(namespace),
+            obj,
+            "application/json",
+            resource=resource,
+            field_manager=field_manager,
         )
 
     def update(self, obj: Mapping[str, Any], *, field_manager: str | None = None) -> Object:
@@ -415,7 +460,9 @@ class Client:
     def _put(self, obj: Mapping[str, Any], subresource: str | None, field_manager: str | None) -> Object:
         resource, namespace, name = self._located(obj)
         path = resource.path(namespace, name, subresource)
-        return self._write("PUT", path, obj, "application/json", field_manager=field_manager)
+        return self._write(
+            "PUT", path, obj, "application/json", resource=resource, field_manager=field_manager
+        )
 
     def patch(
         self,
@@ -469,6 +516,7 @@ class Client:
             resource.path(namespace, name, subresource),
             patch,
             content_type,
+            resource=resource,
             field_manager=field_manager,
         )
 
@@ -495,7 +543,13 @@ class Client:
             raise ValueError("server-side apply needs metadata.name")
         path = resource.path(namespace, name, subresource)
         return self._write(
-            "PATCH", path, obj, PATCH_CONTENT_TYPES["apply"], field_manager=field_manager, force=force
+            "PATCH",
+            path,
+            obj,
+            PATCH_CONTENT_TYPES["apply"],
+            resource=resource,
+            field_manager=field_manager,
+            force=force,
         )
 
     def delete(
@@ -529,12 +583,11 @@ class Client:
             resource.path(namespace, name),
             body=orjson.dumps(options),
             content_type="application/json",
+            resource=resource,
         )
 
     def __repr__(self) -> str:
-        limiter = (
-            f"qps={self._limiter.qps:g}, burst={self._limiter.burst}" if self._limiter else "unthrottled"
-        )
+        limiter = f"qps={self._qps:g}, burst={self._burst}" if self._qps > 0 else "unthrottled"
         return f"Client(server={self._transport.server!r}, {limiter})"
 
 

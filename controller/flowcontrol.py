@@ -1,9 +1,10 @@
 """Client-side request throttling: a token bucket, after client-go's ``util/flowcontrol``.
 
 Go origin: ``k8s.io/client-go/util/flowcontrol/throttle.go`` (``NewTokenBucketRateLimiterWithClock``), which
-wraps ``golang.org/x/time/rate.Limiter``. The REST client calls :meth:`TokenBucketRateLimiter.accept` before
-every request, so a controller never sends more than ``qps`` requests per second on average, with bursts of
-up to ``burst``. Kubeflow Trainer runs with QPS 50 / burst 100; those are the defaults here.
+wraps ``golang.org/x/time/rate.Limiter``. The REST client keeps one bucket per resource type (as
+controller-runtime keeps one REST client per type) and calls :meth:`TokenBucketRateLimiter.accept` on it
+before every request, so requests for one resource never exceed ``qps`` per second on average, with bursts
+of up to ``burst``. Kubeflow Trainer runs with QPS 50 / burst 100; those are the defaults here.
 
 Guarantees (those of ``rate.Limiter``):
 

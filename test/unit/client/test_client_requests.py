@@ -379,11 +379,50 @@ def test_every_request_waits_for_the_token_bucket(
         client.close()
 
 
+def test_each_resource_has_its_own_token_bucket(stub: Any, transport: Transport, clock: FakeClock) -> None:
+    # controller-runtime builds one REST client, and so one client-go rate limiter, per resource type:
+    # spending the burst on ConfigMaps leaves Nodes, TrainJobs and discovery their own whole burst.
+    stub.route("GET", "/api/v1/namespaces/ns/configmaps/a", stub.Response(body=cm("a")))
+    stub.route("GET", "/api/v1/nodes/n", stub.Response(body={"kind": "Node"}))
+    stub.route("GET", "/version", stub.Response(body={"gitVersion": "v1.34.0"}))
+    client = Client(transport, qps=1, burst=2, clock=clock)
+    try:
+        for _ in range(2):
+            client.get(CM, "a", "ns")
+            client.get(NODE, "n")
+            client.get_raw("/version")
+        assert len(stub.requests) == 6  # no request waited: the clock never moved
+        configmaps = client.rate_limiter_for(client.resource_for(CM))
+        nodes = client.rate_limiter_for(client.resource_for(NODE))
+        trainjobs = client.rate_limiter_for(client.resource_for(TRAINJOB))
+        discovery = client.rate_limiter_for(None)
+        assert configmaps is not None and nodes is not None and trainjobs is not None and discovery
+        assert len({id(configmaps), id(nodes), id(trainjobs), id(discovery)}) == 4
+        assert configmaps is client.rate_limiter_for(client.resource_for(CM))  # one bucket per resource
+        assert (configmaps.qps, configmaps.burst) == (1.0, 2)
+        assert configmaps.wait_time() == nodes.wait_time() == discovery.wait_time() == 1.0
+        assert trainjobs.wait_time() == 0.0 and trainjobs.try_accept() and trainjobs.try_accept()
+        assert not trainjobs.try_accept()
+    finally:
+        client.close()
+
+
+def test_a_client_with_qps_zero_has_no_token_buckets(transport: Transport) -> None:
+    client = Client(transport, qps=0)
+    try:
+        assert client.rate_limiter_for(client.resource_for(CM)) is None
+        assert client.rate_limiter_for(None) is None
+        assert "unthrottled" in repr(client)
+    finally:
+        client.close()
+
+
 def test_closing_the_client_aborts_a_request_waiting_for_its_turn(
     stub: Any, transport: Transport, clock: FakeClock, wait_until: Callable[..., None]
 ) -> None:
     client = Client(transport, qps=1, burst=1, clock=clock)
-    assert client.rate_limiter is not None and client.rate_limiter.try_accept()
+    limiter = client.rate_limiter_for(client.resource_for(CM))
+    assert limiter is not None and limiter.try_accept()
     thread, out = _in_thread(lambda: client.get(CM, "a", "ns"), "aborted")
     wait_until(lambda: clock.waiters() == 1)
     client.close()
