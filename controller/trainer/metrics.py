@@ -1,0 +1,253 @@
+"""The Trainer's own Prometheus metrics (upstream has none), next to controller-runtime's in one registry.
+
+Go origin: none; kubeflow/trainer exposes only controller-runtime's families. Names follow Prometheus
+conventions under the ``kubeflow_trainer_`` prefix; ``docs/metrics.md`` is the operator's page (names, labels,
+buckets, queries) and the tests assert the exposition it describes.
+
+- ``kubeflow_trainer_trainjobs{state}`` (gauge): TrainJobs by state, computed at scrape time by
+  :class:`TrainJobStateCollector` from the informer cache (no API call, no bookkeeping on the reconcile path,
+  so it cannot drift). Every state in :data:`STATES` is exported, zero included.
+- ``kubeflow_trainer_trainjob_jobset_creation_seconds`` (histogram, :data:`JOBSET_CREATION_BUCKETS`): from
+  a TrainJob's ``creationTimestamp`` to the first apply of its JobSet (:func:`observe_jobset_created`).
+- ``kubeflow_trainer_reconcile_failures_total{reason}`` (counter): failed TrainJob reconciles by
+  :data:`REASONS`, every reason pre-initialised to 0 (:func:`count_reconcile_failure`).
+
+Guarantees: bounded cardinality (at most 5 + 7 series plus the histogram's 17): no per-TrainJob label and
+no ``namespace`` label (namespaces are created by users; a label per namespace would grow without bound).
+A failing ``list_trainjobs`` drops the gauge from that scrape (logged) instead of failing the whole scrape.
+
+Deliberately missing: a per-namespace breakdown (derive it from the API, e.g. with kube-state-metrics'
+custom-resource state, if you need it) and the "Running" the SDK computes from Pods (we read only the
+TrainJob; here "Running" means a replicated job reports a ready Pod, see :func:`trainjob_state`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import structlog
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from controller import metrics
+
+__all__ = [
+    "JOBSET_CREATION_BUCKETS",
+    "REASONS",
+    "REASON_APPLY",
+    "REASON_BUILD",
+    "REASON_INVALID_SNAPSHOT",
+    "REASON_OTHER",
+    "REASON_RUNTIME_NOT_FOUND",
+    "REASON_STATUS",
+    "REASON_UNSUPPORTED_RUNTIME",
+    "STATES",
+    "STATE_COMPLETE",
+    "STATE_CREATED",
+    "STATE_FAILED",
+    "STATE_RUNNING",
+    "STATE_SUSPENDED",
+    "TrainJobStateCollector",
+    "count_reconcile_failure",
+    "observe_jobset_created",
+    "register_state_collector",
+    "trainjob_state",
+    "unregister_state_collector",
+]
+
+_log = structlog.get_logger("controller.trainer.metrics")
+
+# --- TrainJobs by state ------------------------------------------------------------------------------------
+
+STATE_CREATED = "Created"
+STATE_SUSPENDED = "Suspended"
+STATE_RUNNING = "Running"
+STATE_COMPLETE = "Complete"
+STATE_FAILED = "Failed"
+STATES = (STATE_CREATED, STATE_SUSPENDED, STATE_RUNNING, STATE_COMPLETE, STATE_FAILED)
+"""The ``state`` label values, in lifecycle order; each TrainJob is in exactly one."""
+
+TRAINJOBS_NAME = "kubeflow_trainer_trainjobs"
+
+
+def _condition_true(conditions: Iterable[Any], kind: str) -> bool:
+    return any(
+        isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True" for c in conditions
+    )
+
+
+def trainjob_state(trainjob: Mapping[str, Any]) -> str:
+    """The one state a TrainJob is counted in, first match wins:
+
+    ``Failed`` (condition ``Failed=True``), ``Complete`` (``Complete=True``): the SDK's finished states;
+    ``Suspended`` (``Suspended=True``); ``Running`` (some ``status.jobsStatus[]`` entry has ``ready > 0``);
+    else ``Created``. Malformed status fields read as absent.
+    """
+    status = trainjob.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    conditions = status.get("conditions")
+    conditions = conditions if isinstance(conditions, list) else []
+    if _condition_true(conditions, "Failed"):
+        return STATE_FAILED
+    if _condition_true(conditions, "Complete"):
+        return STATE_COMPLETE
+    if _condition_true(conditions, "Suspended"):
+        return STATE_SUSPENDED
+    jobs = status.get("jobsStatus")
+    if isinstance(jobs, list):
+        for job in jobs:
+            ready = job.get("ready") if isinstance(job, Mapping) else None
+            if isinstance(ready, int) and ready > 0:
+                return STATE_RUNNING
+    return STATE_CREATED
+
+
+class TrainJobStateCollector(Collector):
+    """Computes ``kubeflow_trainer_trainjobs{state}`` at scrape time from ``list_trainjobs()`` (the cache).
+
+    ``list_trainjobs`` is called once per scrape, on the scraping thread; it must not block for long and
+    must return read-only objects (the collector only reads them).
+    """
+
+    def __init__(self, list_trainjobs: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        self._list_trainjobs = list_trainjobs
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            TRAINJOBS_NAME,
+            "Number of TrainJobs by state (Created, Suspended, Running, Complete, Failed)",
+            labels=["state"],
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        """The family without samples: registering never calls ``list_trainjobs``."""
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        counts = dict.fromkeys(STATES, 0)
+        try:
+            for trainjob in self._list_trainjobs():
+                counts[trainjob_state(trainjob)] += 1
+        except Exception as exc:  # noqa: BLE001 - one bad source must not fail the whole scrape; logged
+            _log.warning("metrics.trainjobs_unavailable", error=str(exc), error_type=type(exc).__name__)
+            return
+        family = self._family()
+        for state in STATES:
+            family.add_metric([state], counts[state])
+        yield family
+
+    def __repr__(self) -> str:
+        return f"TrainJobStateCollector({self._list_trainjobs!r})"
+
+
+_registered_lock = threading.Lock()
+
+
+def register_state_collector(
+    list_trainjobs: Callable[[], Iterable[Mapping[str, Any]]],
+) -> TrainJobStateCollector:
+    """Creates a :class:`TrainJobStateCollector` and registers it in ``controller.metrics.REGISTRY``.
+
+    At most one can be registered at a time (a second raises ValueError: duplicate metric name); call
+    :func:`unregister_state_collector` when its source goes away (the manager stops, a test ends).
+    """
+    collector = TrainJobStateCollector(list_trainjobs)
+    with _registered_lock:
+        metrics.REGISTRY.register(collector)
+    return collector
+
+
+def unregister_state_collector(collector: TrainJobStateCollector) -> None:
+    """Removes ``collector`` from the registry; the gauge disappears from the exposition."""
+    with _registered_lock:
+        metrics.REGISTRY.unregister(collector)
+
+
+# --- time to the JobSet ------------------------------------------------------------------------------------
+
+JOBSET_CREATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+"""10 ms to 5 min. ``creationTimestamp`` has whole-second precision (see :func:`observe_jobset_created`)."""
+
+jobset_creation_seconds = Histogram(
+    "kubeflow_trainer_trainjob_jobset_creation_seconds",
+    "Time from a TrainJob's creation to the first apply of its JobSet, in seconds",
+    buckets=JOBSET_CREATION_BUCKETS,
+    registry=metrics.REGISTRY,
+)
+
+
+def _parse_timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def observe_jobset_created(trainjob: Mapping[str, Any], now: datetime) -> None:
+    """Records ``now - metadata.creationTimestamp`` once the JobSet of ``trainjob`` was first applied.
+
+    Call it once per TrainJob: when the apply created the JobSet (it was not there before). ``now`` must be
+    timezone-aware. The API server truncates ``creationTimestamp`` to the second, so a value is up to 1 s
+    larger than the true latency; a negative value (clock skew) is recorded as 0. A TrainJob without a
+    readable ``creationTimestamp`` is not recorded (logged at debug).
+    """
+    if now.tzinfo is None:
+        raise ValueError("observe_jobset_created: now must be timezone-aware")
+    meta = trainjob.get("metadata")
+    created = _parse_timestamp(meta.get("creationTimestamp") if isinstance(meta, Mapping) else None)
+    if created is None:
+        _log.debug("metrics.no_creation_timestamp")
+        return
+    jobset_creation_seconds.observe(max(0.0, (now - created).total_seconds()))
+
+
+# --- reconcile failures ------------------------------------------------------------------------------------
+
+REASON_BUILD = "BuildFailed"
+"""The runtime pipeline could not build the objects (a plugin failed, bad TrainJob/runtime combination)."""
+REASON_APPLY = "ApplyFailed"
+"""Server-side apply of a built object failed (API error, conflict, webhook rejection)."""
+REASON_STATUS = "StatusUpdateFailed"
+"""The status patch of the TrainJob failed."""
+REASON_RUNTIME_NOT_FOUND = "RuntimeNotFound"
+"""The referenced (Cluster)TrainingRuntime does not exist and there is no snapshot."""
+REASON_INVALID_SNAPSHOT = "InvalidSnapshot"
+"""The runtime snapshot ConfigMap exists but cannot be read back as a runtime."""
+REASON_UNSUPPORTED_RUNTIME = "UnsupportedRuntime"
+"""``spec.runtimeRef`` names a kind/group with no runtime implementation (``TrainingRuntimeNotSupported``)."""
+REASON_OTHER = "Other"
+"""Anything else (an unexpected exception)."""
+REASONS = (
+    REASON_BUILD,
+    REASON_APPLY,
+    REASON_STATUS,
+    REASON_RUNTIME_NOT_FOUND,
+    REASON_INVALID_SNAPSHOT,
+    REASON_UNSUPPORTED_RUNTIME,
+    REASON_OTHER,
+)
+"""The whole ``reason`` vocabulary."""
+
+reconcile_failures_total = Counter(
+    "kubeflow_trainer_reconcile_failures",
+    "Number of failed TrainJob reconciles, by reason",
+    ["reason"],
+    registry=metrics.REGISTRY,
+)
+for _reason in REASONS:
+    reconcile_failures_total.labels(reason=_reason)
+
+
+def count_reconcile_failure(reason: str) -> None:
+    """Counts one failed reconcile under ``reason``, one of :data:`REASONS` (anything else raises
+    ValueError: the vocabulary is fixed so the series stay bounded)."""
+    if reason not in REASONS:
+        raise ValueError(f"unknown reconcile failure reason {reason!r}; use one of {', '.join(REASONS)}")
+    reconcile_failures_total.labels(reason=reason).inc()
