@@ -205,7 +205,8 @@ class InformerCache:
 
     ``factory`` makes the list/watch pair of a kind. ``is_namespaced`` (optional; the manager passes the REST
     mapper's answer) lets ``get`` ignore a namespace given for a cluster-scoped kind, as controller-runtime
-    does. The other arguments configure every informer: see :class:`SharedIndexInformer`.
+    does. The other arguments configure every informer: see :class:`SharedIndexInformer`. ``gc_tuning``
+    (off by default: it changes interpreter-wide GC state) is for the entry point to switch on.
     """
 
     def __init__(
@@ -218,7 +219,7 @@ class InformerCache:
         is_namespaced: Callable[[GVK], bool] | None = None,
         clock: Clock = REAL_CLOCK,
         mutation_detector: bool | None = None,
-        gc_tuning: bool = True,
+        gc_tuning: bool = False,
         rng: random.Random | None = None,
     ) -> None:
         self._factory = factory

@@ -33,8 +33,9 @@ The behaviour is client-go's, decision for decision:
   backoff), except: a 429 (at watch start or as an ``ERROR`` event) and a connection refused at watch start
   back off and retry the *watch*; 410 ``Expired`` on the watch relists from the last RV (not from ``""``:
   a list at an RV already means "at least this fresh").
-- **GC.** Each list runs with raised cyclic-GC thresholds, and the objects alive after an informer's first
-  list are frozen out of the collector's reach (``_ListGcGuard``): Python-specific, see its docstring.
+- **GC** (opt-in, ``gc_tuning=True``; the manager binary turns it on). Each list runs with raised cyclic-GC
+  thresholds, and the objects alive after an informer's first list are frozen out of the collector's reach
+  (``_ListGcGuard``): Python-specific, see its docstring.
 - **Resync.** With ``resync_period > 0``, while a watch runs, a thread calls ``store.resync()`` every period
   if ``should_resync()`` (or always, when it is None). Resync makes no API call.
 
@@ -381,7 +382,8 @@ class Reflector:
     by page as they arrive (so what it drops is freed before the next page is decoded: lower peak memory
     than transforming the whole list at once), and to the object of each ADDED/MODIFIED/DELETED event.
     ``clock`` and ``rng`` make the backoff, the watch timeouts and very-short-watch detection deterministic
-    in tests. ``gc_tuning`` applies the GC tactic of :class:`_ListGcGuard` to every list.
+    in tests. ``gc_tuning`` applies the GC tactic of :class:`_ListGcGuard` to every list (off by default: it
+    changes interpreter-wide state, so only an entry point opts in).
     """
 
     def __init__(
@@ -397,7 +399,7 @@ class Reflector:
         watch_list_page_size: int = 0,
         min_watch_timeout: float = MIN_WATCH_TIMEOUT,
         rng: random.Random | None = None,
-        gc_tuning: bool = True,
+        gc_tuning: bool = False,
         watch_error_handler: Callable[[Reflector, BaseException], None] | None = None,
         transform: Callable[[Any], Any] | None = None,
     ) -> None:

@@ -41,7 +41,8 @@ Guarantees (the contract handlers may rely on):
   is held while a handler runs.
 
 GC: the reflector raises the cyclic GC's thresholds while it lists, and freezes the cache built by the first
-list (see ``_ListGcGuard`` in ``controller.informers.reflector``); ``gc_tuning=False`` turns that off.
+list (see ``_ListGcGuard`` in ``controller.informers.reflector``), when ``gc_tuning=True``: off by default,
+because it changes interpreter-wide state; the entry point opts in.
 
 Deliberately missing: the DeltaFIFO path (in-order informers are GA upstream), batch processing,
 ``SetWatchErrorHandler`` (errors are logged by the reflector), informer metrics, and ``RemoveEventHandler``'s
@@ -314,7 +315,7 @@ class SharedIndexInformer:
         mutation_detector: bool | None = None,
         backoff: Backoff | None = None,
         watch_list_page_size: int = 0,
-        gc_tuning: bool = True,
+        gc_tuning: bool = False,
         rng: random.Random | None = None,
     ) -> None:
         self.name = name
