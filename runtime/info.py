@@ -10,7 +10,7 @@ What changed from upstream, on purpose:
   jobs: its containers, volumes and count read and write that template directly (`count` is the job's
   `parallelism` and `completions`). Plugins change the template only through PodSets and `Container`s, and
   the JobSet plugin renders the JobSet from `Info` at build time. Upstream's `ObjApply` + `PodSets` pair, and
-  the copying between them in `PreBuildSync` and `Build`, do not exist here.
+  the copying between them in `SyncParallelCount` and `Build`, do not exist here.
 - One function (`build_info`) instead of an options layer (`InfoOption`s mirroring the fields).
 - What the TrainJob asks of the trainer container (`spec.trainer.image/command/args`) lives in
   `Info.trainer`: plugins may rewrite it (torchtune appends to the command, Flux replaces it) without
@@ -26,9 +26,12 @@ What changed from upstream, on purpose:
 Guarantees:
 - `build_info` never mutates its inputs; everything in `Info` except the read-only `runtime_template` is
   Info's own copy, so plugins may mutate it freely.
-- `build_info` raises only `RuntimePatchError` (a patch that cannot be merged). Odd input is tolerated the way
-  Go tolerates nil pointers (a missing pod spec reads as empty). Quantities are parsed only when read
-  (`single_pod_requests`, the plugins), so a bad one surfaces there as `InvalidQuantityError`.
+- `build_info` raises only `RuntimePatchError` (a patch that cannot be merged) and `InvalidCountError` (a
+  count that is not an integer, or more pods than Kubernetes runs: `MAX_PODS_PER_JOB`,
+  `MAX_PODS_PER_TRAINJOB`), so nothing it builds, and nothing a plugin derives from its counts, can grow
+  with an absurd number. Odd input is tolerated the way Go tolerates nil pointers (a missing pod spec
+  reads as empty). Quantities are parsed only when read (`single_pod_requests`, the plugins), so a bad
+  one surfaces there as `InvalidQuantityError`.
 - Lookups are by name and ancestor in template order; ancestors are the label
   `trainer.kubeflow.org/trainjob-ancestor-step`.
 
@@ -38,7 +41,7 @@ and Go's zero values for absent fields in converted env vars (an env without `va
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -56,7 +59,6 @@ from runtime.api.v1alpha1 import (
 )
 from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list
 from runtime.framework.errors import FrameworkError
-from runtime.framework.extensions import Watch
 from runtime.framework.validation import FieldError
 from runtime.resources import ResourceList, pod_requests
 from runtime.strategicmerge import (
@@ -67,34 +69,73 @@ from runtime.strategicmerge import (
 )
 
 __all__ = [
-    "JOB_COMPLETION_INDEX_FIELD_PATH",
+    "MAX_PODS_PER_JOB",
+    "MAX_PODS_PER_TRAINJOB",
     "Container",
     "Info",
+    "InvalidCountError",
     "PodSet",
     "RuntimePatchError",
     "Scheduler",
     "TrainerOverrides",
-    "apply_num_nodes",
     "build_info",
-    "convert_env_var",
-    "env_var",
-    "env_var_from_field",
-    "first_trainer_pod_host",
+    "count_error",
     "iter_containers",
-    "owned_object_metadata",
-    "owned_object_watches",
-    "owner_reference",
-    "reserved_env_error",
-    "trainer_env",
-    "trainer_resources_per_node",
     "upsert_env",
     "upsert_ports",
     "upsert_volume_mounts",
     "upsert_volumes",
 ]
 
-JOB_COMPLETION_INDEX_FIELD_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-"""The Job completion index of a pod: the node rank for Torch, JAX and XGBoost."""
+MAX_PODS_PER_JOB = 100_000
+"""The largest pod count of one Job, and so the largest `spec.trainer.numNodes`, runtime `mlPolicy.numNodes`
+and replicated-job `parallelism` accepted.
+
+Kubernetes' own limit: the JobSet controller creates every Job with `completionMode: Indexed`, and the API
+server rejects an Indexed Job whose `parallelism` exceeds 100000 (`maxParallelismForIndexedJob` in
+k8s.io/kubernetes `pkg/apis/batch/validation/validation.go`, v1.36). A larger count could never run; refusing
+it up front bounds what the pipeline builds per TrainJob (pod DNS names, hostfile lines, `minMember`).
+"""
+
+MAX_PODS_PER_TRAINJOB = 150_000
+"""The most pods one TrainJob may run in all: `replicas` times count, summed over its replicated jobs (and so
+also the largest `replicas` of one replicated job).
+
+Kubernetes' largest supported cluster runs at most 150,000 pods in all ("Considerations for large
+clusters", kubernetes.io/docs/setup/best-practices/cluster-large), and a TrainJob's pods run together (gang
+scheduling counts every one), so a TrainJob above this could not run anywhere.
+"""
+
+
+class InvalidCountError(FrameworkError):
+    """A count in the runtime or the TrainJob (`numNodes`, `parallelism`, `replicas`) is not an integer or
+    exceeds what Kubernetes can run. `error` names the field: a TrainJob field when `in_trainjob`, else a
+    field of the runtime (its `spec`, after the TrainJob's runtime patches)."""
+
+    def __init__(self, error: FieldError, *, in_trainjob: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.in_trainjob = in_trainjob
+
+
+def count_error(path: str, value: Any, limit: int, *, minimum: int | None = None) -> FieldError | None:
+    """The field error of a count that is not an integer in [minimum, limit], or None when it is one.
+
+    The limit is said in Go's words (`must be less than or equal to <n>`), so a client sees which bound it
+    crossed."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return FieldError.invalid(path, value, "must be an integer")
+    if minimum is not None and value < minimum:
+        return FieldError.invalid(path, value, f"must be greater than or equal to {minimum}")
+    if value > limit:
+        return FieldError.invalid(path, value, f"must be less than or equal to {limit}")
+    return None
+
+
+def _checked_count(path: str, value: Any, limit: int, *, in_trainjob: bool = False) -> None:
+    error = count_error(path, value, limit)
+    if error is not None:
+        raise InvalidCountError(error, in_trainjob=in_trainjob)
 
 
 class RuntimePatchError(FrameworkError):
@@ -111,77 +152,7 @@ def _copy(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Builders and upserts (Go `pkg/apply`)
-
-
-def env_var(name: str, value: str) -> dict[str, Any]:
-    """`{name, value}`."""
-    return {"name": name, "value": value}
-
-
-def env_var_from_field(name: str, field_path: str) -> dict[str, Any]:
-    """An env var whose value is a field of the pod (`valueFrom.fieldRef.fieldPath`)."""
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
-
-
-_ENV_SOURCES = {
-    "fieldRef": ("fieldPath",),
-    "resourceFieldRef": ("containerName", "resource", "divisor"),
-    "configMapKeyRef": ("key", "name", "optional"),
-    "secretKeyRef": ("key", "name", "optional"),
-}
-
-
-def convert_env_var(env: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a TrainJob env var for applying (Go `apply.EnvVar`): `value`, or the supported `valueFrom`s."""
-    converted: dict[str, Any] = {"name": env.get("name")}
-    source = env.get("valueFrom")
-    if isinstance(source, dict):
-        picked: dict[str, Any] = {}
-        for kind, keys in _ENV_SOURCES.items():
-            ref = source.get(kind)
-            if isinstance(ref, dict):
-                picked[kind] = {k: ref[k] for k in keys if k in ref}
-        converted["valueFrom"] = picked
-    elif "value" in env:
-        converted["value"] = env["value"]
-    return converted
-
-
-def owner_reference(trainjob: TrainJob) -> dict[str, Any]:
-    """The TrainJob as controller owner: put it on every object the TrainJob controller creates."""
-    view = TrainJobView(trainjob)
-    return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.TRAINJOB_KIND,
-        "name": view.name,
-        "uid": view.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def owned_object_metadata(trainjob: TrainJob, name: str) -> dict[str, Any]:
-    """The metadata of a ConfigMap or Secret built for the TrainJob: `name` in its namespace, controlled by
-    it, labelled `trainer.kubeflow.org/trainjob-name: <trainjob>` (what the controller's narrowed ConfigMap
-    and Secret watches select: `Watch.label_selector`)."""
-    view = TrainJobView(trainjob)
-    return {
-        "name": name,
-        "namespace": view.namespace,
-        "labels": {constants.LABEL_TRAINJOB_NAME: view.name},
-        "ownerReferences": [owner_reference(trainjob)],
-    }
-
-
-def owned_object_watches() -> list[Watch]:
-    """The watches that go with `owned_object_metadata`: ConfigMaps and Secrets a TrainJob controls, only
-    those with the label, so the controller never caches the cluster's other ConfigMaps and Secrets
-    (trainer#3374). Equal values from several plugins are one watch (`Framework.watches`)."""
-    return [
-        Watch.owned("v1", "ConfigMap", label_selector=constants.LABEL_TRAINJOB_NAME),
-        Watch.owned("v1", "Secret", label_selector=constants.LABEL_TRAINJOB_NAME),
-    ]
+# Upserts (Go `pkg/apply`): how the model's lists take an item
 
 
 def _upsert(
@@ -322,14 +293,19 @@ class PodSet:
     """A view of one replicated job of `Info.template`: the pods one job of it runs.
 
     `name` is the replicated job's name; `ancestor` the value of its ancestor-step label (None without the
-    label). `endpoints` are the pods' DNS names, filled in by the PreComponentBuilder phase (JobSet).
+    label).
     """
 
     name: str
     ancestor: str | None
     job: dict[str, Any] = field(repr=False)
     """The `replicatedJobs[i]` dict of `Info.template` this PodSet views."""
-    endpoints: tuple[str, ...] = ()
+    endpoints: Iterable[str] = ()
+    """The pods' DNS names, set by the PodNetwork phase (JobSet) from the final counts (Go `iter.Seq`).
+
+    Lazy and re-iterable: names are made while iterating, never stored, so a consumer that needs only a
+    few never pays for the rest. Iterating all of them costs `pods` steps (bounded by
+    `MAX_PODS_PER_TRAINJOB`); do not turn them into a list without need."""
 
     def _job_spec(self) -> dict[str, Any]:
         template = self.job.setdefault("template", {})
@@ -358,6 +334,11 @@ class PodSet:
         spec = self._job_spec()
         spec["parallelism"] = value
         spec["completions"] = value
+
+    @property
+    def pods(self) -> int:
+        """Every pod of the replicated job: `replicas` times `count`."""
+        return self.replicas * self.count
 
     @property
     def containers(self) -> list[Container]:
@@ -553,12 +534,20 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
        (`runtime.api.omitempty`: an empty struct such as `emptyDir: {}` stays), is strategic-merged into
        the template spec, in list order; the replicated jobs' order is then restored.
     3. `spec.trainer.resourcesPerNode` is strategic-merged into the `node` container of each replicated job
-       labelled ancestor `trainer` (when the runtime has an mlPolicy; upstream Q16) and, for MPI with
-       `runLauncherAsNode`, of the job named `node`.
+       labelled ancestor `trainer` (only when the runtime has an mlPolicy, as upstream: without one it is
+       silently ignored) and, for MPI with `runLauncherAsNode`, of the job named `node`.
     4. One PodSet per replicated job; its count starts at `parallelism` (default 1), or `mlPolicy.numNodes`
        (default 1) for the trainer ancestor when the runtime has an mlPolicy, and is at least 1.
+
+    Counts are checked before they are used: `spec.trainer.numNodes`, `mlPolicy.numNodes` and each job's
+    `parallelism` must be integers ≤ `MAX_PODS_PER_JOB`, each job's `replicas` an integer ≤
+    `MAX_PODS_PER_TRAINJOB`; otherwise `InvalidCountError` names the field (a runtime field after the
+    runtime patches, which may set it).
     """
     view = TrainJobView(trainjob)
+    num_nodes = as_dict(view.trainer).get("numNodes")
+    if num_nodes is not None:
+        _checked_count("spec.trainer.numNodes", num_nodes, MAX_PODS_PER_JOB, in_trainjob=True)
     spec_view = as_dict(runtime_spec)
     template = as_dict(spec_view.get("template"))
     metadata = as_dict(template.get("metadata"))
@@ -580,15 +569,23 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         _copy(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
     )
     ml = MLPolicyView(ml_policy)
+    if ml_policy is not None and ml_policy.get("numNodes") is not None:
+        _checked_count("spec.mlPolicy.numNodes", ml_policy.get("numNodes"), MAX_PODS_PER_JOB)
     jobs = as_list(working.get("replicatedJobs"))
     resources_per_node = as_dict(view.trainer).get("resourcesPerNode")
     if isinstance(resources_per_node, dict):
         _merge_trainer_resources(jobs, ml, ml_policy is not None, resources_per_node)
 
     pod_sets: list[PodSet] = []
-    for rjob in jobs:
+    for index, rjob in enumerate(jobs):
         if not isinstance(rjob, dict):
             continue
+        path = f"spec.template.spec.replicatedJobs[{index}]"
+        if rjob.get("replicas") is not None:
+            _checked_count(f"{path}.replicas", rjob["replicas"], MAX_PODS_PER_TRAINJOB)
+        parallelism = as_dict(as_dict(rjob.get("template")).get("spec")).get("parallelism")
+        if parallelism is not None:
+            _checked_count(f"{path}.template.spec.parallelism", parallelism, MAX_PODS_PER_JOB)
         job_labels = as_dict(as_dict(as_dict(rjob.get("template")).get("metadata")).get("labels"))
         ancestor = job_labels.get(constants.LABEL_TRAINJOB_ANCESTOR)
         pod_set = PodSet(name=str(rjob.get("name", "")), ancestor=ancestor, job=rjob)
@@ -616,61 +613,8 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
     )
 
 
-def trainer_env(trainjob: TrainJob) -> list[dict[str, Any]]:
-    """`spec.trainer.env`, converted for applying (empty without a trainer)."""
-    return [
-        convert_env_var(env)
-        for env in as_list(as_dict(TrainJobView(trainjob).trainer).get("env"))
-        if isinstance(env, dict)
-    ]
-
-
 def iter_containers(info: Info) -> Iterable[Container]:
     """Every container and init container of every PodSet, in template order."""
     for pod_set in info.pod_sets:
         yield from pod_set.containers
         yield from pod_set.init_containers
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What the ML-policy plugins read of `spec.trainer` (each upstream plugin repeats these steps)
-
-
-def apply_num_nodes(info: Info, trainjob: TrainJob) -> PodSet | None:
-    """The trainer PodSet (the first labelled ancestor `trainer`), its count set to `spec.trainer.numNodes`
-    when the TrainJob sets it; None without such a PodSet."""
-    pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
-    num_nodes = as_dict(TrainJobView(trainjob).trainer).get("numNodes")
-    if pod_set is not None and num_nodes is not None:
-        pod_set.count = int(num_nodes)
-    return pod_set
-
-
-def trainer_resources_per_node(info: Info, trainjob: TrainJob) -> dict[str, Any]:
-    """A trainer node's resources as the plugins size processes by them: `spec.trainer.resourcesPerNode`
-    when set (as written, not merged), else the runtime's `node` container's (`Info.trainer_resources`),
-    else {}."""
-    resources = as_dict(TrainJobView(trainjob).trainer).get("resourcesPerNode")
-    if resources is not None:
-        return as_dict(resources)
-    return info.trainer_resources() or {}
-
-
-def first_trainer_pod_host(trainjob_name: str) -> str:
-    """`<trainjob>-node-0-0.<trainjob>`: the first trainer pod, where rank 0 (master, coordinator, tracker)
-    runs. As upstream, the subdomain is the TrainJob name whatever `spec.network.subdomain` says."""
-    return f"{trainjob_name}-{constants.NODE}-0-0.{trainjob_name}"
-
-
-def reserved_env_error(trainjob: TrainJob, reserved: Set[str]) -> FieldError | None:
-    """The `spec.trainer.env` error for setting env vars a plugin owns (named sorted, as Go prints a
-    `[]string`), or None when it sets none of `reserved`."""
-    env = as_list(as_dict(TrainJobView(trainjob).trainer).get("env"))
-    names = sorted({str(e.get("name")) for e in env if isinstance(e, dict)} & reserved)
-    if not names:
-        return None
-    return FieldError.invalid(
-        "spec.trainer.env",
-        env,
-        f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]",
-    )

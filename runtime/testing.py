@@ -30,8 +30,9 @@ from typing import Any, Final, Literal, cast
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob
 from runtime.framework import MemoryReader
-from runtime.info import JOB_COMPLETION_INDEX_FIELD_PATH, Info, build_info
+from runtime.info import Info, build_info
 from runtime.plugins.jobset import JobSet
+from runtime.plugins.trainernode import JOB_COMPLETION_INDEX_FIELD_PATH
 
 __all__ = ["NOW", "SUITE", "Make"]
 
@@ -314,9 +315,9 @@ class Make:
         return build_info(trainjob, spec)
 
     @staticmethod
-    def sync_endpoints(info: Info, trainjob: TrainJob) -> None:
-        """The JobSet plugin's PreComponentBuilder phase: the pods' DNS names, from the final counts."""
-        JobSet().pre_build_sync(info, trainjob)
+    def identify_pod_network(info: Info, trainjob: TrainJob) -> None:
+        """The JobSet plugin's PodNetwork phase: the pods' (lazy) DNS names, from the final counts."""
+        JobSet().identify_pod_network(info, trainjob)
 
     @staticmethod
     def reader(*objects: Mapping[str, Any]) -> MemoryReader:

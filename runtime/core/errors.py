@@ -34,7 +34,7 @@ class UnsupportedRuntimeError(PermanentError):
     """`spec.runtimeRef` names a kind no runtime is registered for (message `unsupported runtime: <key>`).
 
     The controller persists `Failed=True` (reason `TrainingRuntimeNotSupported`) and stops; see
-    `RuntimeRegistry.next_status` (fixes upstream Q1, which never persisted it).
+    `RuntimeRegistry.next_status` (upstream sets it in memory but never persists it).
     """
 
     def __init__(self, key: str) -> None:

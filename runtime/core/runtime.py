@@ -9,7 +9,7 @@ The build order of a reconcile (`RuntimeRegistry.new_objects`):
    `read_snapshot`), else the live (Cluster)TrainingRuntime, whose snapshot is then the first object to
    apply.
 2. `build_info` (runtime patches, resourcesPerNode, PodSets), then the framework's Info phases in `Phase`
-   order: EnforceMLPolicy → EnforcePodGroupPolicy → EnforcePodSpec → PreComponentBuilder.
+   order: EnforceMLPolicy → EnforcePodGroupPolicy → PodNetwork.
 3. The ComponentBuilders' objects, in plugin order, after the snapshot. The controller applies them in the
    order returned (server-side apply, field manager `trainer`, force) and stops at the first failure.
 
@@ -17,13 +17,20 @@ Guarantees:
 - Pure: reads go through the `Reader`, time is an argument, nothing is applied here.
 - A runtime kind without a registered runtime raises `UnsupportedRuntimeError` from `new_objects`, and
   `next_status` turns it into a `Failed` condition (reason `TrainingRuntimeNotSupported`) that the
-  controller persists (fixes upstream Q1).
+  controller persists (upstream sets it in memory only, and retries the TrainJob forever).
 - `validate` never raises. On an update whose runtime was deleted, it validates against the TrainJob's
-  snapshot instead of rejecting the update (fixes upstream Q8); on create the runtime must exist.
+  snapshot instead of rejecting the update (upstream rejects every update, even of a label, once the
+  runtime is gone); on create the runtime must exist.
 - `spec.trainer.numNodes: 0` is rejected: a field error in `validate`, `InvalidTrainJobError` in
-  `new_objects` for objects that bypassed the webhook (upstream Q4 would build 0-pod jobs and `PET_NNODES=0`).
+  `new_objects` for objects that bypassed the webhook (upstream would build 0-pod jobs and `PET_NNODES=0`).
 - A runtime patch that cannot be merged is a `spec.runtimePatches` field error in `validate` (upstream
   ignores the error there and fails every reconcile instead) and a `RuntimePatchError` in `new_objects`.
+- A count no Kubernetes cluster could run (`runtime.info.InvalidCountError`: `spec.trainer.numNodes` above
+  `MAX_PODS_PER_JOB`, 100000, the API server's limit on an Indexed Job's parallelism; a runtime's
+  `mlPolicy.numNodes`, `parallelism` or `replicas` above its bound) is a field error in `validate` (runtime
+  fields under `spec.runtimeRef`, naming the field) and, from `new_objects`, `InvalidTrainJobError` for
+  the TrainJob's fields or `InvalidCountError` for the runtime's. Upstream builds the pod list of
+  `numNodes: 2147483647`, which no memory holds.
 
 Deliberately missing: field indexers and finalizers (the controller's business), and any runtime kind other
 than the two Trainer kinds.
@@ -54,7 +61,7 @@ from runtime.framework.extensions import Watch
 from runtime.framework.framework import Framework
 from runtime.framework.reader import Reader, ReadError
 from runtime.framework.validation import FieldError, Validation
-from runtime.info import Info, RuntimePatchError, build_info
+from runtime.info import Info, InvalidCountError, RuntimePatchError, build_info
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
@@ -175,7 +182,12 @@ class Runtime:
         if errors:
             raise InvalidTrainJobError(errors)
         runtime, objects = self._runtime_for_build(trainjob, reader)
-        info = self.runtime_info(trainjob, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
+        try:
+            info = self.runtime_info(trainjob, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
+        except InvalidCountError as exc:
+            if exc.in_trainjob:
+                raise InvalidTrainJobError((exc.error,)) from exc
+            raise
         objects.extend(self.framework.build(info, trainjob, reader))
         return objects
 
@@ -226,6 +238,12 @@ class Runtime:
             info = build_info(new, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
         except RuntimePatchError as exc:
             return result + Validation.of([FieldError.invalid("spec.runtimePatches", exc.manager, str(exc))])
+        except InvalidCountError as exc:
+            if exc.in_trainjob:
+                return result + Validation.of([exc.error])
+            ref = dict(as_dict(TrainJobView(new).spec.get("runtimeRef")))
+            message = f"the runtime cannot run: {exc.error}"
+            return result + Validation.of([FieldError.invalid(self.kind.validation_path, ref, message)])
         return result + self.framework.validate(info, old, new, reader)
 
     def __repr__(self) -> str:

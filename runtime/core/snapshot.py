@@ -31,7 +31,7 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView
 from runtime.core.errors import SnapshotError
 from runtime.framework.reader import Reader
-from runtime.info import owned_object_metadata
+from runtime.ownership import owned_object_metadata
 
 __all__ = ["build_snapshot", "get_snapshot", "read_snapshot", "snapshot_name"]
 

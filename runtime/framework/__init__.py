@@ -7,32 +7,37 @@ Module map:
 - `runtime.framework.extensions`: the extension points (one Protocol, one method each) and `Watch`.
 - `runtime.framework.phases`: `Phase`, the ordered enum the framework runs and the docs are generated from.
 - `runtime.framework.registry`: `PluginRegistry` (ordered), `PluginContext`, entry-point loading.
-- `runtime.framework.framework`: `Framework`, which dispatches each phase to the plugins that implement it.
+- `runtime.framework.framework`: `Framework`, which dispatches each phase to the plugins that implement it,
+  and `PluginError`, what it raises when a plugin fails.
 - `runtime.framework.reader`: the `Reader` protocol (all cluster reads) and `MemoryReader`.
 - `runtime.framework.validation`: `FieldError` and `Validation` (validation returns, never raises).
-- `runtime.framework.errors`: `FrameworkError`, `PluginError`, `PhaseError`, `PluginConfigurationError`.
+- `runtime.framework.errors`: `FrameworkError`, `PhaseError`, `PluginConfigurationError`.
+
+Layering: the submodules import each other by module (never this package), `errors` and `validation`
+import nothing of the runtime, and only `extensions` and `framework` name `runtime.info.Info` (for types);
+the `Info` model imports nothing here but `errors`. So the package has no import cycle, and importing it
+re-exports the whole surface for plugin authors.
 
 Writing a plugin: `docs/plugins.md`.
 """
 
 from __future__ import annotations
 
-from runtime.framework.errors import FrameworkError, PhaseError, PluginConfigurationError, PluginError
+from runtime.framework.errors import FrameworkError, PhaseError, PluginConfigurationError
 from runtime.framework.extensions import (
     ComponentBuilder,
     CustomValidation,
     EnforceMLPolicy,
     EnforcePodGroupPolicy,
-    EnforcePodSpec,
     MapFunc,
     Plugin,
-    PreComponentBuilder,
+    PodNetwork,
     TrainJobKey,
     TrainJobStatus,
     Watch,
     WatchExtension,
 )
-from runtime.framework.framework import Framework, implements
+from runtime.framework.framework import Framework, PluginError, implements
 from runtime.framework.phases import Phase, Stage
 from runtime.framework.reader import MemoryReader, Reader, ReadError
 from runtime.framework.registry import (
@@ -51,7 +56,6 @@ __all__ = [
     "CustomValidation",
     "EnforceMLPolicy",
     "EnforcePodGroupPolicy",
-    "EnforcePodSpec",
     "ErrorType",
     "FieldError",
     "Framework",
@@ -67,7 +71,7 @@ __all__ = [
     "PluginError",
     "PluginFactory",
     "PluginRegistry",
-    "PreComponentBuilder",
+    "PodNetwork",
     "ReadError",
     "Reader",
     "Stage",

@@ -5,7 +5,9 @@ plugins. Here every failure the pipeline reports is a `FrameworkError`, so the c
 pipeline said no" from a bug in its own code.
 
 Guarantees:
-- `PluginError` always names the plugin and the phase and chains the plugin's exception (`__cause__`).
+- This module imports nothing of the runtime, so every layer (the `Info` model included) can derive its
+  errors from `FrameworkError` without an import cycle. `PluginError`, which names a `Phase`, lives with
+  the framework that raises it (`runtime.framework.framework`).
 - `PluginConfigurationError` is raised only at start-up (building the framework), never per reconcile.
 - Nothing here is raised by validation: validation returns `FieldError`s (`runtime.framework.validation`).
 
@@ -15,12 +17,7 @@ the terminal errors of `runtime.core.errors` is worth retrying with backoff.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from runtime.framework.phases import Phase
-
-__all__ = ["FrameworkError", "PhaseError", "PluginConfigurationError", "PluginError"]
+__all__ = ["FrameworkError", "PhaseError", "PluginConfigurationError"]
 
 
 class FrameworkError(Exception):
@@ -32,16 +29,6 @@ class PhaseError(FrameworkError):
 
     The framework wraps it (like any other exception of a plugin) in a `PluginError`.
     """
-
-
-class PluginError(FrameworkError):
-    """A plugin failed in a phase; `__cause__` is what it raised."""
-
-    def __init__(self, *, plugin: str, phase: Phase, cause: BaseException) -> None:
-        super().__init__(f"plugin {plugin} failed in {phase.title}: {cause}")
-        self.plugin = plugin
-        self.phase = phase
-        self.cause = cause
 
 
 class PluginConfigurationError(FrameworkError):

@@ -1,10 +1,12 @@
 """The extension points: one Protocol per capability a plugin can have, each with exactly one method.
 
 Go origin: kubeflow/trainer `pkg/runtime/framework/interface.go` (`CustomValidationPlugin`,
-`WatchExtensionPlugin`, `EnforceMLPolicyPlugin`, ...). Changed on purpose: `ReconcilerBuilders()` became
-data (`Watch`); the Go context and client became an explicit `Reader` argument; `EnforcePodSpec` receives
-the `Info` like the other Info phases (upstream passes only the PodSets); `TrainJobStatus.status` receives
-`now` (conditions need a time and plugins never read the clock).
+`WatchExtensionPlugin`, `EnforceMLPolicyPlugin`, `PodNetworkPlugin`, ...), with v2.3.0's names. Changed on
+purpose: `ReconcilerBuilders()` became data (`Watch`); the Go context and client became an explicit `Reader`
+argument; `TrainJobStatus.status` receives `now` (conditions need a time and plugins never read the clock);
+`ComponentBuilder` has only `build`: upstream's second method, `SyncParallelCount`, copies PodSet counts
+into the template's `parallelism`/`completions`, and here a PodSet count *is* that field (`runtime.info`),
+so there is nothing to copy.
 
 Contract for plugin authors (see docs/plugins.md):
 - A plugin class explicitly subclasses the Protocols it implements; its class header is its capability
@@ -40,10 +42,9 @@ __all__ = [
     "CustomValidation",
     "EnforceMLPolicy",
     "EnforcePodGroupPolicy",
-    "EnforcePodSpec",
     "MapFunc",
     "Plugin",
-    "PreComponentBuilder",
+    "PodNetwork",
     "TrainJobKey",
     "TrainJobStatus",
     "Watch",
@@ -121,7 +122,11 @@ class CustomValidation(Plugin, Protocol):
 
 
 class EnforceMLPolicy(Plugin, Protocol):
-    """Applies the runtime's `mlPolicy` to Info: PodSet counts, envs, ports, volumes, init containers."""
+    """Applies the runtime's `mlPolicy` to Info: PodSet counts, envs, ports, volumes, init containers.
+
+    Pod changes that no policy drives use this phase too, as upstream's TrainJobStatus plugin does (the
+    status-server wiring); registry order puts such a plugin after the ML-policy plugins.
+    """
 
     def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None: ...
 
@@ -135,22 +140,14 @@ class EnforcePodGroupPolicy(Plugin, Protocol):
     def enforce_pod_group_policy(self, info: Info, trainjob: TrainJob) -> None: ...
 
 
-class EnforcePodSpec(Plugin, Protocol):
-    """Changes the PodSets' pod specs for concerns that no policy drives (e.g. status reporting).
+class PodNetwork(Plugin, Protocol):
+    """Gives each PodSet its pods' network identity once every count is final (`PodSet.endpoints`).
 
-    Touch `info.pod_sets` only.
+    Only the plugin that owns the template shape (JobSet) implements it. Endpoints must be lazy: a count
+    may be large, and a consumer that needs them all (the MPI hostfile) iterates them.
     """
 
-    def enforce_pod_spec(self, info: Info, trainjob: TrainJob) -> None: ...
-
-
-class PreComponentBuilder(Plugin, Protocol):
-    """Consolidates Info with the concrete template before anything is built (e.g. pod endpoints).
-
-    Only the plugin that owns the template shape (JobSet) implements it.
-    """
-
-    def pre_build_sync(self, info: Info, trainjob: TrainJob) -> None: ...
+    def identify_pod_network(self, info: Info, trainjob: TrainJob) -> None: ...
 
 
 class ComponentBuilder(Plugin, Protocol):

@@ -28,7 +28,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from runtime.framework.errors import PluginConfigurationError, PluginError
+from runtime.framework.errors import FrameworkError, PluginConfigurationError
 from runtime.framework.extensions import (
     ComponentBuilder,
     CustomValidation,
@@ -47,9 +47,19 @@ if TYPE_CHECKING:
     from runtime.framework.reader import Reader
     from runtime.info import Info
 
-__all__ = ["Framework", "implements"]
+__all__ = ["Framework", "PluginError", "implements"]
 
 _T = TypeVar("_T")
+
+
+class PluginError(FrameworkError):
+    """A plugin failed in a phase; `__cause__` is what it raised. Always names the plugin and the phase."""
+
+    def __init__(self, *, plugin: str, phase: Phase, cause: BaseException) -> None:
+        super().__init__(f"plugin {plugin} failed in {phase.title}: {cause}")
+        self.plugin = plugin
+        self.phase = phase
+        self.cause = cause
 
 
 def implements(plugin: Plugin, phase: Phase) -> bool:

@@ -1,8 +1,8 @@
 """The phases of the runtime framework, in the order they run: the framework iterates this enum.
 
-Go origin: the order that kubeflow/trainer writes as code in `pkg/runtime/core/trainingruntime.go`
-(`RuntimeInfo`: EnforceMLPolicy → EnforcePodGroupPolicy → EnforcePodSpec → PreBuildSync; then
-`RunComponentBuilderPlugins`) and in the TrainJob controller (status), and only as prose elsewhere.
+Go origin: the order that kubeflow/trainer v2.3.0 writes as code in `pkg/runtime/core/trainingruntime.go`
+(`RuntimeInfo`: EnforceMLPolicy → EnforcePodGroupPolicy → PodNetwork; then `RunComponentBuilderPlugins`)
+and in the TrainJob controller (status), and only as prose elsewhere.
 
 Guarantees:
 - Iterating `Phase` yields the phases in execution order; the framework runs the Info phases by iterating
@@ -19,7 +19,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from runtime.framework import extensions
+from runtime.framework.extensions import (
+    ComponentBuilder,
+    CustomValidation,
+    EnforceMLPolicy,
+    EnforcePodGroupPolicy,
+    PodNetwork,
+    TrainJobStatus,
+    WatchExtension,
+)
 
 __all__ = ["Phase", "Stage"]
 
@@ -53,56 +61,49 @@ class Phase(enum.Enum):
 
     WATCH_EXTENSION = _PhaseSpec(
         "WatchExtension",
-        extensions.WatchExtension,
+        WatchExtension,
         "watches",
         Stage.START_UP,
         "Declare extra kinds the TrainJob controller watches and how their events map to TrainJobs.",
     )
     CUSTOM_VALIDATION = _PhaseSpec(
         "CustomValidation",
-        extensions.CustomValidation,
+        CustomValidation,
         "validate",
         Stage.ADMISSION,
         "Check a created or updated TrainJob against its runtime; return field errors and warnings.",
     )
     ENFORCE_ML_POLICY = _PhaseSpec(
         "EnforceMLPolicy",
-        extensions.EnforceMLPolicy,
+        EnforceMLPolicy,
         "enforce_ml_policy",
         Stage.BUILD_INFO,
         "Apply the runtime's mlPolicy to the Info: PodSet counts, envs, ports, volumes, init containers.",
     )
     ENFORCE_POD_GROUP_POLICY = _PhaseSpec(
         "EnforcePodGroupPolicy",
-        extensions.EnforcePodGroupPolicy,
+        EnforcePodGroupPolicy,
         "enforce_pod_group_policy",
         Stage.BUILD_INFO,
         "Apply the runtime's podGroupPolicy to the Info: scheduler pod labels and annotations.",
     )
-    ENFORCE_POD_SPEC = _PhaseSpec(
-        "EnforcePodSpec",
-        extensions.EnforcePodSpec,
-        "enforce_pod_spec",
+    POD_NETWORK = _PhaseSpec(
+        "PodNetwork",
+        PodNetwork,
+        "identify_pod_network",
         Stage.BUILD_INFO,
-        "Change the PodSets' pod specs for concerns no policy drives (e.g. status reporting).",
-    )
-    PRE_COMPONENT_BUILDER = _PhaseSpec(
-        "PreComponentBuilder",
-        extensions.PreComponentBuilder,
-        "pre_build_sync",
-        Stage.BUILD_INFO,
-        "Consolidate the Info with the concrete template (JobSet: pod endpoints).",
+        "Give each PodSet its pods' network identity once counts are final (JobSet: lazy pod DNS names).",
     )
     COMPONENT_BUILDER = _PhaseSpec(
         "ComponentBuilder",
-        extensions.ComponentBuilder,
+        ComponentBuilder,
         "build",
         Stage.BUILD,
         "Return the objects to server-side apply (JobSet, PodGroup, Secrets, ConfigMaps), in apply order.",
     )
     TRAINJOB_STATUS = _PhaseSpec(
         "TrainJobStatus",
-        extensions.TrainJobStatus,
+        TrainJobStatus,
         "status",
         Stage.STATUS,
         "Compute the TrainJob status from the objects it owns (at most one plugin).",

@@ -2,7 +2,7 @@
 
 Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/registry.go` (a `map[string]factory`, iterated in
 random order) — here an ordered, immutable sequence, so plugin order within every phase is the same on
-every run (fixes upstream Q6).
+every run (upstream's order within a phase changes from run to run).
 
 Guarantees:
 - A registry is immutable; names are unique (a duplicate is a `PluginConfigurationError` at construction).

@@ -68,7 +68,9 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import Info, owned_object_metadata, owned_object_watches, trainer_resources_per_node
+from runtime.info import Info
+from runtime.ownership import owned_object_metadata, owned_object_watches
+from runtime.plugins.trainernode import trainer_resources_per_node
 from runtime.resources import gpu_count
 
 __all__ = [

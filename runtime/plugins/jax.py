@@ -24,9 +24,9 @@ from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.framework import EnforceMLPolicy, PluginContext
-from runtime.info import (
+from runtime.info import Info
+from runtime.plugins.trainernode import (
     JOB_COMPLETION_INDEX_FIELD_PATH,
-    Info,
     apply_num_nodes,
     env_var,
     env_var_from_field,

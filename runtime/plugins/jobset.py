@@ -1,21 +1,23 @@
 """The JobSet plugin: validates TrainJobs against the runtime template, renders the JobSet, reports status.
 
 Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/jobset` (`jobset.go`: `Validate`,
-`ReconcilerBuilders`, `PreBuildSync`, `Build`, `Status`; `builder.go`: `Initializer`, `Trainer`,
-`PodLabels`, `PodAnnotations`, `Suspend`).
+`ReconcilerBuilders`, `IdentifyPodNetwork`, `SyncParallelCount`, `Build`, `Status`; `builder.go`:
+`Initializer`, `Trainer`, `PodLabels`, `PodAnnotations`, `Suspend`).
 
 What it does, by phase:
 - CustomValidation: initializer jobs/containers/volume mounts the TrainJob needs; runtime patches may change
   only while the TrainJob is (or becomes) suspended and no replicated job is active; patch managers are
   domain-prefixed paths; patches name replicated jobs and containers that the runtime (as written, before
   patches: upstream checks the patched template, where the check always passes) has, and set no env on
-  the `node`/initializer containers.
+  the `node`/initializer containers; the pods the TrainJob would run (its `numNodes` on the trainer job,
+  each job's `replicas` times count) are at most `MAX_PODS_PER_TRAINJOB`.
 - WatchExtension: JobSets, enqueueing their controlling TrainJob (registered even when the JobSet CRD is
   missing, as upstream).
-- PreComponentBuilder: each PodSet's endpoints `<trainjob>-<job>-<replica>-<pod>.<subdomain>` (subdomain =
-  `spec.network.subdomain`, else the TrainJob name). Upstream also copies counts into
-  `parallelism`/`completions` here; with `PodSet.count` being the template's parallelism there is nothing
-  to copy.
+- PodNetwork: each PodSet's endpoints `<trainjob>-<job>-<replica>-<pod>.<subdomain>` (subdomain =
+  `spec.network.subdomain`, else the TrainJob name), lazy as upstream's `iter.Seq` (`PodEndpoints`), after
+  refusing a TrainJob whose pods in all exceed `MAX_PODS_PER_TRAINJOB` (the reconcile-time twin of the
+  validation above, for TrainJobs that skipped the webhook). Upstream's `SyncParallelCount` has no
+  counterpart: `PodSet.count` is the template's `parallelism`/`completions`.
 - ComponentBuilder: the JobSet `jobset.x-k8s.io/v1alpha2`, rendered from Info (template, then initializer
   and trainer overrides, scheduler pod labels/annotations, `suspend`, owner reference). Not rendered when
   the JobSet exists and neither it nor the TrainJob is suspended: a running JobSet is never re-applied.
@@ -30,7 +32,8 @@ Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -48,7 +51,7 @@ from runtime.framework import (
     FieldError,
     PhaseError,
     PluginContext,
-    PreComponentBuilder,
+    PodNetwork,
     Reader,
     ReadError,
     TrainJobStatus,
@@ -56,9 +59,11 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import Container, Info, convert_env_var, env_var, owner_reference, trainer_env
+from runtime.info import MAX_PODS_PER_TRAINJOB, Container, Info
+from runtime.ownership import owner_reference
+from runtime.plugins.trainernode import convert_env_var, env_var, trainer_env
 
-__all__ = ["JobSet", "endpoints", "render_jobset"]
+__all__ = ["JobSet", "PodEndpoints", "render_jobset"]
 
 NAME = "JobSet"
 INITIALIZER_ENV_STORAGE_URI = "STORAGE_URI"
@@ -119,14 +124,37 @@ def domain_prefixed_path_errors(path: str, value: str) -> list[FieldError]:
     return errors
 
 
-def endpoints(
-    trainjob_name: str, job_name: str, replicas: int, count: int, subdomain: str
-) -> tuple[str, ...]:
-    """The DNS names of a replicated job's pods, replica-major: `<tj>-<job>-<replica>-<pod>.<subdomain>`."""
-    return tuple(
-        f"{trainjob_name}-{job_name}-{replica}-{pod}.{subdomain}"
-        for replica in range(replicas)
-        for pod in range(count)
+@dataclass(frozen=True, slots=True)
+class PodEndpoints:
+    """The DNS names of a replicated job's pods, replica-major: `<trainjob>-<job>-<replica>-<pod>.<subdomain>`
+    (the subdomain is `spec.network.subdomain`, else the TrainJob name).
+
+    Lazy and re-iterable, as upstream's `iter.Seq`: each iteration makes the names one by one and stores
+    none, so holding one costs the same for 1 pod as for 100,000.
+    """
+
+    trainjob_name: str
+    job_name: str
+    replicas: int
+    count: int
+    subdomain: str
+
+    def __iter__(self) -> Iterator[str]:
+        prefix = f"{self.trainjob_name}-{self.job_name}"
+        for replica in range(self.replicas):
+            for pod in range(self.count):
+                yield f"{prefix}-{replica}-{pod}.{self.subdomain}"
+
+    def __len__(self) -> int:
+        return max(self.replicas, 0) * max(self.count, 0)
+
+
+def _pods_error(path: str, value: Any, pods: int) -> FieldError:
+    return FieldError.invalid(
+        path,
+        value,
+        f"must be less than or equal to {MAX_PODS_PER_TRAINJOB} pods in all: the TrainJob would run "
+        f"{pods} pods (replicas times pods per job, summed over the replicated jobs)",
     )
 
 
@@ -209,7 +237,7 @@ def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
     }
 
 
-class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBuilder, TrainJobStatus):
+class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, TrainJobStatus):
     """Owns the JobSet: the template shape, its rendering and the status read back from it."""
 
     name = NAME
@@ -298,7 +326,26 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
                                 f"{constants.MODEL_INITIALIZER}, {constants.NODE} containers",
                             )
                         )
+        errors.extend(self._pod_count_errors(info, view))
         return Validation.of(errors)
+
+    @staticmethod
+    def _pod_count_errors(info: Info, view: TrainJobView) -> list[FieldError]:
+        """The TrainJob's pods in all, its `numNodes` on the trainer job, are at most MAX_PODS_PER_TRAINJOB.
+
+        The count a plugin gives the trainer job is at most `numNodes` (MPI may take one off), so this is an
+        upper bound; `identify_pod_network` checks the exact total when building.
+        """
+        num_nodes = as_dict(view.trainer).get("numNodes")
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, int):
+            return []  # no numNodes, or a bad one (reported by the runtime's own check)
+        trainer = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
+        pods = sum(
+            pod_set.replicas * num_nodes if pod_set is trainer else pod_set.pods for pod_set in info.pod_sets
+        )
+        if pods > MAX_PODS_PER_TRAINJOB:
+            return [_pods_error("spec.trainer.numNodes", num_nodes, pods)]
+        return []
 
     @staticmethod
     def _has_initializer_mount(info: Info, step: str) -> bool:
@@ -352,13 +399,24 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
     def watches(self) -> Sequence[Watch]:
         return [Watch.owned(constants.JOBSET_API_VERSION, constants.JOBSET_KIND)]
 
-    # PreComponentBuilder ----------------------------------------------------------------------------------
+    # PodNetwork -------------------------------------------------------------------------------------------
 
-    def pre_build_sync(self, info: Info, trainjob: TrainJob) -> None:
-        name = TrainJobView(trainjob).name
-        subdomain = as_dict(info.template.get("network")).get("subdomain") or name
+    def identify_pod_network(self, info: Info, trainjob: TrainJob) -> None:
+        view = TrainJobView(trainjob)
+        pods = sum(pod_set.pods for pod_set in info.pod_sets)
+        if pods > MAX_PODS_PER_TRAINJOB:
+            num_nodes = as_dict(view.trainer).get("numNodes")
+            error = (
+                _pods_error("spec.trainer.numNodes", num_nodes, pods)
+                if num_nodes is not None
+                else _pods_error(_RUNTIME_REF, dict(as_dict(view.spec.get("runtimeRef"))), pods)
+            )
+            raise PhaseError(str(error))
+        subdomain = str(as_dict(info.template.get("network")).get("subdomain") or view.name)
         for pod_set in info.pod_sets:
-            pod_set.endpoints = endpoints(name, pod_set.name, pod_set.replicas, pod_set.count, str(subdomain))
+            pod_set.endpoints = PodEndpoints(
+                view.name, pod_set.name, pod_set.replicas, pod_set.count, subdomain
+            )
 
     # ComponentBuilder -------------------------------------------------------------------------------------
 
@@ -370,7 +428,7 @@ class JobSet(CustomValidation, WatchExtension, PreComponentBuilder, ComponentBui
             and not view.suspend
             and as_dict(existing.get("spec")).get("suspend") is not True
         ):
-            return []  # a running JobSet is never re-applied (upstream Q14)
+            return []  # never re-apply a running JobSet: its pods keep the template they started with
         return [render_jobset(info, trainjob)]
 
     # TrainJobStatus ---------------------------------------------------------------------------------------

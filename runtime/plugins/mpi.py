@@ -74,15 +74,9 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import (
-    Info,
-    PodSet,
-    env_var,
-    owned_object_metadata,
-    owned_object_watches,
-    reserved_env_error,
-    trainer_resources_per_node,
-)
+from runtime.info import Info, PodSet
+from runtime.ownership import owned_object_metadata, owned_object_watches
+from runtime.plugins.trainernode import env_var, reserved_env_error, trainer_resources_per_node
 from runtime.resources import gpu_count
 
 __all__ = [

@@ -18,7 +18,8 @@ from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.framework import EnforceMLPolicy, PluginContext
-from runtime.info import Info, apply_num_nodes, trainer_env
+from runtime.info import Info
+from runtime.plugins.trainernode import apply_num_nodes, trainer_env
 
 __all__ = ["PlainML"]
 

@@ -41,7 +41,8 @@ from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import RuntimeView, TrainJobView, as_dict, as_list, replicated_job_pod_spec
 from runtime.framework import Reader, TrainJobKey, Watch
-from runtime.info import Info, owner_reference
+from runtime.info import Info
+from runtime.ownership import owner_reference
 from runtime.resources import ResourceList, add_resource_lists, format_resource_list
 
 __all__ = [

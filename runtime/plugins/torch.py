@@ -43,9 +43,9 @@ from runtime.framework import (
     Reader,
     Validation,
 )
-from runtime.info import (
+from runtime.info import Info
+from runtime.plugins.trainernode import (
     JOB_COMPLETION_INDEX_FIELD_PATH,
-    Info,
     apply_num_nodes,
     env_var,
     env_var_from_field,

@@ -21,7 +21,8 @@ controller's job; it passes the result (`from_config(config, operator_namespace=
 plugin. Built from a bare `PluginContext`, the plugin assumes `kubeflow-system`; `trainer-render` takes
 `--operator-namespace`.
 
-EnforcePodSpec, on the PodSet labelled ancestor `trainer` (nothing without one), for every regular
+EnforceMLPolicy (as upstream v2.3.0, whatever the runtime's mlPolicy), on the PodSet labelled ancestor
+`trainer` (nothing without one), for every regular
 container (init containers are left alone, as upstream):
 - envs `KUBEFLOW_TRAINER_SERVER_URL` (`https://<service>.<operator ns>.svc:<port>/apis/trainer.kubeflow.org/
   v1alpha1/namespaces/<ns>/trainjobs/<name>/status`), `KUBEFLOW_TRAINER_SERVER_CA_CERT`
@@ -52,9 +53,9 @@ What changed from upstream, on purpose:
 - Settings are a value passed in, not a file read and a configuration pointer inside the plugin (pure).
 - The ConfigMap carries the label `trainer.kubeflow.org/trainjob-name` like every ConfigMap built here
   (`runtime.info.owned_object_metadata`), so the controller's narrowed ConfigMap cache holds it.
-- Some upstream versions make the pod changes in EnforceMLPolicy; trainer-behavior 3.11 (v2.3) and this
-  port use EnforcePodSpec, which runs after every ML and pod-group policy. The output is the same: no
-  other plugin touches these envs, mounts or volume, and this plugin runs last in either phase.
+- The pod changes run in EnforceMLPolicy, as in upstream v2.3.0, but at a fixed place: last of the
+  built-in plugins (registry order), so after every ML-policy plugin. Upstream's place in that phase is
+  random; no other plugin touches these envs, mounts or volume, so the output is the same either way.
 
 Cost: one Secret read per build. The webhook Secret has no TrainJob label, so the controller's narrowed
 Secret cache never holds it and its `Reader` asks the API server (the `Reader` contract): one GET per
@@ -77,7 +78,7 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict
 from runtime.framework import (
     ComponentBuilder,
-    EnforcePodSpec,
+    EnforceMLPolicy,
     PhaseError,
     PluginConfigurationError,
     PluginContext,
@@ -86,7 +87,9 @@ from runtime.framework import (
     Watch,
     WatchExtension,
 )
-from runtime.info import Info, env_var, owned_object_metadata
+from runtime.info import Info
+from runtime.ownership import owned_object_metadata
+from runtime.plugins.trainernode import env_var
 
 __all__ = [
     "DEFAULT_OPERATOR_NAMESPACE",
@@ -210,7 +213,7 @@ class StatusServerSettings:
         return f"https://{host}:{self.port}{status_path(namespace, name)}"
 
 
-class TrainJobStatusPlugin(EnforcePodSpec, ComponentBuilder, WatchExtension):
+class TrainJobStatusPlugin(EnforceMLPolicy, ComponentBuilder, WatchExtension):
     """The status server's address, token and CA, in every trainer container."""
 
     name = NAME
@@ -225,9 +228,9 @@ class TrainJobStatusPlugin(EnforcePodSpec, ComponentBuilder, WatchExtension):
     def __repr__(self) -> str:
         return f"<TrainJobStatusPlugin {self.settings!r}>"
 
-    # EnforcePodSpec ---------------------------------------------------------------------------------------
+    # EnforceMLPolicy --------------------------------------------------------------------------------------
 
-    def enforce_pod_spec(self, info: Info, trainjob: TrainJob) -> None:
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
         view = TrainJobView(trainjob)
         envs = (
             env_var(ENV_SERVER_URL, self.settings.server_url(view.namespace, view.name)),

@@ -156,7 +156,7 @@ def test_trainjob_num_nodes_is_respected_rather_than_the_ml_policy_one(make: Any
         "volumeMounts": [{"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"}],
     }
 
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     assert _plugin().build(info, trainjob, make.reader()) == [
         secret(),
         hostfile("trainJob-node-0-0.trainJob slots=1\ntrainJob-node-0-1.trainJob slots=1\n"),
@@ -176,7 +176,7 @@ def test_trainjob_num_proc_per_node_is_respected_rather_than_the_ml_policy_one(m
     assert info.ml_policy is not None
     assert info.ml_policy["mpi"]["numProcPerNode"] == 2
     assert {"name": "OMPI_MCA_orte_set_default_slots", "value": "2"} in info.pod_sets[0].containers[0].env
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     assert _plugin().build(info, trainjob, make.reader())[1] == hostfile(
         "trainJob-node-0-0.trainJob slots=2\n"
     )
@@ -200,7 +200,7 @@ def test_num_proc_per_node_becomes_the_gpu_count_of_the_trainjob(make: Any) -> N
     _plugin().enforce_ml_policy(info, trainjob)
     assert info.ml_policy is not None
     assert info.ml_policy["mpi"]["numProcPerNode"] == 5
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     assert _plugin().build(info, trainjob, make.reader())[1] == hostfile(
         "trainJob-node-0-0.trainJob slots=5\n"
     )
@@ -240,7 +240,7 @@ def test_run_launcher_as_node_counts_the_launcher_as_one_of_the_nodes(make: Any)
     launcher, node = info.pod_sets
     assert (launcher.count, node.count) == (1, 9)
     assert launcher.containers[0].env == OPENMPI_LAUNCHER_ENV
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     text = "trainJob-launcher-0-0.trainJob slots=1\n" + "".join(
         f"trainJob-node-0-{i}.trainJob slots=1\n" for i in range(9)
     )
@@ -260,7 +260,7 @@ def test_an_ancestor_launcher_runs_one_pod_and_the_policy_num_nodes_sizes_the_no
     _plugin().enforce_ml_policy(info, trainjob)
     node, launcher = info.pod_sets
     assert (node.count, launcher.count) == (2, 1)
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     assert _plugin().build(info, trainjob, make.reader())[1] == hostfile(
         "trainJob-node-0-0.trainJob slots=1\n"
         "trainJob-node-0-1.trainJob slots=1\n"
@@ -300,7 +300,7 @@ def test_an_existing_ssh_auth_secret_is_never_replaced(make: Any) -> None:
     )
     info = make.info(trainjob, spec)
     _plugin().enforce_ml_policy(info, trainjob)
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     existing = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -353,7 +353,7 @@ def test_an_unlabelled_secret_of_an_older_controller_is_kept_though_the_watch_do
     spec = make.runtime_spec(make.job("launcher"), make.job("node"), ml_policy={"mpi": _mpi()})
     info = make.info(trainjob, spec)
     _plugin().enforce_ml_policy(info, trainjob)
-    make.sync_endpoints(info, trainjob)
+    make.identify_pod_network(info, trainjob)
     older = secret(pair=generate_ssh_key_pair())
     del older["metadata"]["labels"]
     (selector,) = {w.label_selector for w in MPI().watches() if w.kind == "Secret"}

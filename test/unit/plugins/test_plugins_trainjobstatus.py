@@ -1,7 +1,7 @@
 """The TrainJobStatus plugin: pod wiring, the CA ConfigMap, settings, the feature gate, and render with it.
 
 Upstream's tables are in `pkg/runtime/framework/plugins/trainjobstatus/trainjobstatus_test.go`:
-`TestEnforceMLPolicy` (the EnforcePodSpec phase here) and `TestBuild`; each ported case names its upstream
+`TestEnforceMLPolicy` (the same phase here) and `TestBuild`; each ported case names its upstream
 case. The golden renderings live in `test/golden/trainjobstatus/` (see its README); regenerate them on
 purpose only:
 
@@ -110,7 +110,7 @@ def _config_map(make: Any, certificate: str = CA) -> dict[str, Any]:
     }
 
 
-# EnforcePodSpec -------------------------------------------------------------------------------------------
+# EnforceMLPolicy ------------------------------------------------------------------------------------------
 
 
 def test_does_nothing_without_a_trainer_pod_set(make: Any) -> None:
@@ -119,14 +119,14 @@ def test_does_nothing_without_a_trainer_pod_set(make: Any) -> None:
     info = make.info(
         trainjob, make.runtime_spec(make.job("launcher", containers=[make.container("launcher")]))
     )
-    TrainJobStatusPlugin().enforce_pod_spec(info, trainjob)
+    TrainJobStatusPlugin().enforce_ml_policy(info, trainjob)
     assert info.pod_sets[0].pod_spec == {"containers": [{"name": "launcher"}]}
 
 
 def test_injects_the_status_server_configuration_into_the_trainer_container(make: Any) -> None:
     # upstream TestEnforceMLPolicy: "injects runtime configuration into trainer containers"
     trainjob, info = _trainer_info(make)
-    TrainJobStatusPlugin().enforce_pod_spec(info, trainjob)
+    TrainJobStatusPlugin().enforce_ml_policy(info, trainjob)
     assert info.pod_sets[0].pod_spec == {
         "containers": [{"name": "node", "env": ENVS, "volumeMounts": [MOUNT]}],
         "volumes": [VOLUME],
@@ -139,7 +139,7 @@ def test_injects_into_every_regular_container_and_leaves_init_containers_alone(m
     trainjob, info = _trainer_info(
         make, make.container(), make.container("sidecar"), init_containers=[make.container("init")]
     )
-    TrainJobStatusPlugin().enforce_pod_spec(info, trainjob)
+    TrainJobStatusPlugin().enforce_ml_policy(info, trainjob)
     assert info.pod_sets[0].pod_spec == {
         "containers": [
             {"name": "node", "env": ENVS, "volumeMounts": [MOUNT]},
@@ -158,7 +158,7 @@ def test_only_the_trainer_pod_set_is_changed(make: Any) -> None:
         make.job("node", ancestor="trainer", containers=[make.container()]),
     )
     info = make.info(trainjob, spec)
-    TrainJobStatusPlugin().enforce_pod_spec(info, trainjob)
+    TrainJobStatusPlugin().enforce_ml_policy(info, trainjob)
     assert [ps.pod_spec for ps in info.pod_sets] == [
         {"containers": [{"name": "d"}]},
         {"containers": [{"name": "launcher"}]},
@@ -169,9 +169,9 @@ def test_only_the_trainer_pod_set_is_changed(make: Any) -> None:
 def test_repeated_runs_upsert_rather_than_duplicate(make: Any) -> None:
     trainjob, info = _trainer_info(make)
     plugin = TrainJobStatusPlugin()
-    plugin.enforce_pod_spec(info, trainjob)
+    plugin.enforce_ml_policy(info, trainjob)
     once = yaml.safe_load(yaml.safe_dump(info.pod_sets[0].pod_spec))
-    plugin.enforce_pod_spec(info, trainjob)
+    plugin.enforce_ml_policy(info, trainjob)
     assert info.pod_sets[0].pod_spec == once
 
 
@@ -185,7 +185,7 @@ def test_what_the_runtime_already_has_under_these_names_is_replaced_in_place(mak
         ),
         volumes=[stale_volume, {"name": "data", "emptyDir": {}}],
     )
-    TrainJobStatusPlugin().enforce_pod_spec(info, trainjob)
+    TrainJobStatusPlugin().enforce_ml_policy(info, trainjob)
     assert info.pod_sets[0].pod_spec == {
         "containers": [
             {"name": "node", "env": [ENVS[0], make.env("KEEP", "1"), *ENVS[1:]], "volumeMounts": [MOUNT]}
@@ -197,7 +197,7 @@ def test_what_the_runtime_already_has_under_these_names_is_replaced_in_place(mak
 def test_the_settings_place_the_server(make: Any) -> None:
     trainjob, info = _trainer_info(make)
     settings = StatusServerSettings(operator_namespace="ops", service_name="trainer", port=8443)
-    TrainJobStatusPlugin(settings=settings).enforce_pod_spec(info, trainjob)
+    TrainJobStatusPlugin(settings=settings).enforce_ml_policy(info, trainjob)
     (container,) = info.pod_sets[0].containers
     assert container.env[0] == {
         "name": "KUBEFLOW_TRAINER_SERVER_URL",
@@ -211,7 +211,7 @@ def test_settings_without_a_port_fail_the_phase_and_change_nothing(make: Any) ->
     trainjob, info = _trainer_info(make)
     plugin = TrainJobStatusPlugin(settings=StatusServerSettings(port=None))
     with pytest.raises(PhaseError, match=r"^missing status server port$"):
-        plugin.enforce_pod_spec(info, trainjob)
+        plugin.enforce_ml_policy(info, trainjob)
     assert info.pod_sets[0].pod_spec == {"containers": [{"name": "node"}]}
 
 
@@ -439,7 +439,7 @@ def test_with_the_gate_the_trainer_pods_are_wired_to_the_status_server(make: Any
     plugin = next(p for p in registry.framework.plugins if p.name == "TrainJobStatus")
     assert [phase for phase in Phase if implements(plugin, phase)] == [
         Phase.WATCH_EXTENSION,
-        Phase.ENFORCE_POD_SPEC,
+        Phase.ENFORCE_ML_POLICY,
         Phase.COMPONENT_BUILDER,
     ]
 

@@ -16,7 +16,6 @@ from runtime.framework import (
     CustomValidation,
     EnforceMLPolicy,
     EnforcePodGroupPolicy,
-    EnforcePodSpec,
     FieldError,
     Framework,
     MemoryReader,
@@ -27,7 +26,7 @@ from runtime.framework import (
     PluginEntry,
     PluginError,
     PluginRegistry,
-    PreComponentBuilder,
+    PodNetwork,
     Reader,
     Stage,
     TrainJobStatus,
@@ -65,8 +64,7 @@ class Everything(
     CustomValidation,
     EnforceMLPolicy,
     EnforcePodGroupPolicy,
-    EnforcePodSpec,
-    PreComponentBuilder,
+    PodNetwork,
     ComponentBuilder,
 ):
     def watches(self) -> Sequence[Watch]:
@@ -81,11 +79,8 @@ class Everything(
     def enforce_pod_group_policy(self, info: Info, trainjob: TrainJob) -> None:
         self.log.append((self.name, "EnforcePodGroupPolicy"))
 
-    def enforce_pod_spec(self, info: Info, trainjob: TrainJob) -> None:
-        self.log.append((self.name, "EnforcePodSpec"))
-
-    def pre_build_sync(self, info: Info, trainjob: TrainJob) -> None:
-        self.log.append((self.name, "PreComponentBuilder"))
+    def identify_pod_network(self, info: Info, trainjob: TrainJob) -> None:
+        self.log.append((self.name, "PodNetwork"))
 
     def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
         return [{"kind": "Thing", "metadata": {"name": self.name}}]
@@ -113,16 +108,14 @@ def test_phases_are_declared_in_execution_order() -> None:
         "CustomValidation",
         "EnforceMLPolicy",
         "EnforcePodGroupPolicy",
-        "EnforcePodSpec",
-        "PreComponentBuilder",
+        "PodNetwork",
         "ComponentBuilder",
         "TrainJobStatus",
     ]
     assert Phase.of_stage(Stage.BUILD_INFO) == (
         Phase.ENFORCE_ML_POLICY,
         Phase.ENFORCE_POD_GROUP_POLICY,
-        Phase.ENFORCE_POD_SPEC,
-        Phase.PRE_COMPONENT_BUILDER,
+        Phase.POD_NETWORK,
     )
     for phase in Phase:
         assert hasattr(phase.extension_point, phase.method)
@@ -137,10 +130,8 @@ def test_enforce_runs_phase_by_phase_and_plugins_in_registry_order() -> None:
         ("A", "EnforceMLPolicy"),
         ("B", "EnforcePodGroupPolicy"),
         ("A", "EnforcePodGroupPolicy"),
-        ("B", "EnforcePodSpec"),
-        ("A", "EnforcePodSpec"),
-        ("B", "PreComponentBuilder"),
-        ("A", "PreComponentBuilder"),
+        ("B", "PodNetwork"),
+        ("A", "PodNetwork"),
     ]
 
 
@@ -297,7 +288,7 @@ def test_built_in_plugins_follow_the_fixed_order() -> None:
 def test_the_jobset_plugin_is_the_one_status_plugin_of_the_built_ins() -> None:
     framework = Framework(builtin_registry())
     assert [p.name for p in framework.plugins_for(Phase.TRAINJOB_STATUS)] == ["JobSet"]
-    assert [p.name for p in framework.plugins_for(Phase.PRE_COMPONENT_BUILDER)] == ["JobSet"]
+    assert [p.name for p in framework.plugins_for(Phase.POD_NETWORK)] == ["JobSet"]
 
 
 @dataclass

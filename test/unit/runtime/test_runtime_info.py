@@ -7,12 +7,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pytest
 
-from runtime.info import (
-    RuntimePatchError,
-    build_info,
-    convert_env_var,
-    upsert_ports,
-)
+from runtime.info import RuntimePatchError, build_info, upsert_ports
+from runtime.plugins.trainernode import convert_env_var
 from runtime.resources import format_resource_list
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ def _info(
     make: Make, trainjob: dict[str, Any], jobs: list[dict[str, Any]] | None = None, **spec: Any
 ) -> Info:
     info = build_info(trainjob, make.runtime_spec(*(make.default_jobs() if jobs is None else jobs), **spec))
-    PLUGIN.pre_build_sync(info, trainjob)
+    PLUGIN.identify_pod_network(info, trainjob)
     return info
 
 
@@ -37,7 +37,7 @@ def _pod(jobset: dict[str, Any], name: str) -> dict[str, Any]:
     return _job(jobset, name)["template"]["spec"]["template"]  # type: ignore[no-any-return]
 
 
-# PreComponentBuilder ---------------------------------------------------------------------------------------
+# PodNetwork ------------------------------------------------------------------------------------------------
 
 
 def test_endpoints_use_the_trainer_count_and_the_trainjob_name_as_subdomain(make: Make) -> None:
@@ -46,15 +46,15 @@ def test_endpoints_use_the_trainer_count_and_the_trainjob_name_as_subdomain(make
     jobs = [make.job("node", ancestor="trainer", parallelism=1, containers=[make.container("node")])]
     trainjob = make.trainjob("tj", trainer={"numNodes": 2})
     info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy={"numNodes": 3}))
-    PLUGIN.pre_build_sync(info, trainjob)
-    assert info.pod_sets[0].endpoints == ("tj-node-0-0.tj", "tj-node-0-1.tj", "tj-node-0-2.tj")
+    PLUGIN.identify_pod_network(info, trainjob)
+    assert tuple(info.pod_sets[0].endpoints) == ("tj-node-0-0.tj", "tj-node-0-1.tj", "tj-node-0-2.tj")
 
 
 def test_endpoints_use_the_network_subdomain_and_every_replica(make: Make) -> None:
     # upstream TestJobSet "subDomain in jobSetSpec is used to endpoint"
     jobs = [make.job("launcher", replicas=2, parallelism=2, containers=[make.container("node")])]
     info = _info(make, make.trainjob("tj"), jobs, network={"subdomain": "kubeflow.org"})
-    assert info.pod_sets[0].endpoints == (
+    assert tuple(info.pod_sets[0].endpoints) == (
         "tj-launcher-0-0.kubeflow.org",
         "tj-launcher-0-1.kubeflow.org",
         "tj-launcher-1-0.kubeflow.org",

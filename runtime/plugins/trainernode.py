@@ -1,0 +1,122 @@
+"""The trainer node as the plugins see it: what `spec.trainer` asks of it and the env vars they give it.
+
+Go origin: `apply.EnvVar` and the env-var apply configurations of kubeflow/trainer `pkg/apply`, and the steps
+each upstream ML-policy plugin (`torch.go`, `jax.go`, `xgboost.go`, `plainml.go`, `mpi.go`, `flux.go`) repeats
+inline: `spec.trainer.numNodes` onto the trainer PodSet, the node's resources (`resourcesPerNode`, else the
+runtime's), the reserved-env check, and the host where rank 0 runs.
+
+Guarantees: pure functions of their arguments; builders return fresh dicts; nothing reads another plugin's
+state. `apply_num_nodes` is the only one that mutates (the trainer PodSet's count, in the `Info` it is given).
+
+Deliberately missing: defaulting and bounds of `spec.trainer.numNodes` (`runtime.core.trainjob_field_errors`
+checks it before any plugin runs, so here it is a valid count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from typing import Any
+
+from runtime.api import constants
+from runtime.api.v1alpha1 import TrainJob
+from runtime.api.views import TrainJobView, as_dict, as_list
+from runtime.framework.validation import FieldError
+from runtime.info import Info, PodSet
+
+__all__ = [
+    "JOB_COMPLETION_INDEX_FIELD_PATH",
+    "apply_num_nodes",
+    "convert_env_var",
+    "env_var",
+    "env_var_from_field",
+    "first_trainer_pod_host",
+    "reserved_env_error",
+    "trainer_env",
+    "trainer_resources_per_node",
+]
+
+JOB_COMPLETION_INDEX_FIELD_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+"""The Job completion index of a pod: the node rank for Torch, JAX and XGBoost."""
+
+
+def env_var(name: str, value: str) -> dict[str, Any]:
+    """`{name, value}`."""
+    return {"name": name, "value": value}
+
+
+def env_var_from_field(name: str, field_path: str) -> dict[str, Any]:
+    """An env var whose value is a field of the pod (`valueFrom.fieldRef.fieldPath`)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+_ENV_SOURCES = {
+    "fieldRef": ("fieldPath",),
+    "resourceFieldRef": ("containerName", "resource", "divisor"),
+    "configMapKeyRef": ("key", "name", "optional"),
+    "secretKeyRef": ("key", "name", "optional"),
+}
+
+
+def convert_env_var(env: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert a TrainJob env var for applying (Go `apply.EnvVar`): `value`, or the supported `valueFrom`s."""
+    converted: dict[str, Any] = {"name": env.get("name")}
+    source = env.get("valueFrom")
+    if isinstance(source, dict):
+        picked: dict[str, Any] = {}
+        for kind, keys in _ENV_SOURCES.items():
+            ref = source.get(kind)
+            if isinstance(ref, dict):
+                picked[kind] = {k: ref[k] for k in keys if k in ref}
+        converted["valueFrom"] = picked
+    elif "value" in env:
+        converted["value"] = env["value"]
+    return converted
+
+
+def trainer_env(trainjob: TrainJob) -> list[dict[str, Any]]:
+    """`spec.trainer.env`, converted for applying (empty without a trainer)."""
+    return [
+        convert_env_var(env)
+        for env in as_list(as_dict(TrainJobView(trainjob).trainer).get("env"))
+        if isinstance(env, dict)
+    ]
+
+
+def reserved_env_error(trainjob: TrainJob, reserved: Set[str]) -> FieldError | None:
+    """The `spec.trainer.env` error for setting env vars a plugin owns (named sorted, as Go prints a
+    `[]string`), or None when it sets none of `reserved`."""
+    env = as_list(as_dict(TrainJobView(trainjob).trainer).get("env"))
+    names = sorted({str(e.get("name")) for e in env if isinstance(e, dict)} & reserved)
+    if not names:
+        return None
+    return FieldError.invalid(
+        "spec.trainer.env",
+        env,
+        f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]",
+    )
+
+
+def apply_num_nodes(info: Info, trainjob: TrainJob) -> PodSet | None:
+    """The trainer PodSet (the first labelled ancestor `trainer`), its count set to `spec.trainer.numNodes`
+    when the TrainJob sets it; None without such a PodSet."""
+    pod_set = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
+    num_nodes = as_dict(TrainJobView(trainjob).trainer).get("numNodes")
+    if pod_set is not None and num_nodes is not None:
+        pod_set.count = int(num_nodes)
+    return pod_set
+
+
+def trainer_resources_per_node(info: Info, trainjob: TrainJob) -> dict[str, Any]:
+    """A trainer node's resources as the plugins size processes by them: `spec.trainer.resourcesPerNode`
+    when set (as written, not merged), else the runtime's `node` container's (`Info.trainer_resources`),
+    else {}."""
+    resources = as_dict(TrainJobView(trainjob).trainer).get("resourcesPerNode")
+    if resources is not None:
+        return as_dict(resources)
+    return info.trainer_resources() or {}
+
+
+def first_trainer_pod_host(trainjob_name: str) -> str:
+    """`<trainjob>-node-0-0.<trainjob>`: the first trainer pod, where rank 0 (master, coordinator, tracker)
+    runs. As upstream, the subdomain is the TrainJob name whatever `spec.network.subdomain` says."""
+    return f"{trainjob_name}-{constants.NODE}-0-0.{trainjob_name}"
