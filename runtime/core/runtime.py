@@ -21,8 +21,9 @@ Guarantees:
 - `validate` never raises. On an update whose runtime was deleted, it validates against the TrainJob's
   snapshot instead of rejecting the update (upstream rejects every update, even of a label, once the
   runtime is gone); on create the runtime must exist.
-- `spec.trainer.numNodes: 0` is rejected: a field error in `validate`, `InvalidTrainJobError` in
-  `new_objects` for objects that bypassed the webhook (upstream would build 0-pod jobs and `PET_NNODES=0`).
+- `spec.trainer.numNodes` or `numProcPerNode` below 1 is rejected: a field error in `validate`,
+  `InvalidTrainJobError` in `new_objects` for objects that bypassed the webhook (upstream would build 0-pod
+  jobs and `PET_NNODES=0`; the schema, as upstream's, accepts both).
 - A runtime patch that cannot be merged is a `spec.runtimePatches` field error in `validate` (upstream
   ignores the error there and fails every reconcile instead) and a `RuntimePatchError` in `new_objects`.
 - A count no Kubernetes cluster could run (`runtime.info.InvalidCountError`: `spec.trainer.numNodes` above
@@ -123,12 +124,19 @@ CLUSTER_TRAINING_RUNTIME = RuntimeKind(
 
 
 def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
-    """Checks every runtime kind makes, before any plugin: today `spec.trainer.numNodes` ≥ 1."""
+    """Checks every runtime kind makes, before any plugin: `spec.trainer.numNodes` and `numProcPerNode` ≥ 1.
+
+    Upstream v2.3.0's schema bounds neither, so the CRDs (which match it) accept 0 and negative values.
+    """
     trainer = TrainJobView(trainjob).trainer or {}
-    num_nodes = trainer.get("numNodes")
-    if num_nodes is not None and num_nodes < 1:
-        return (FieldError.invalid("spec.trainer.numNodes", num_nodes, "must be greater than or equal to 1"),)
-    return ()
+    errors: list[FieldError] = []
+    counts = (("numNodes", trainer.get("numNodes")), ("numProcPerNode", trainer.get("numProcPerNode")))
+    for field, value in counts:
+        if value is not None and value < 1:
+            errors.append(
+                FieldError.invalid(f"spec.trainer.{field}", value, "must be greater than or equal to 1")
+            )
+    return tuple(errors)
 
 
 class Runtime:

@@ -324,6 +324,32 @@ def test_zero_nodes_are_rejected_by_validation_and_build(make: Make) -> None:
         REGISTRY.new_objects(trainjob, MemoryReader([runtime]))
 
 
+@pytest.mark.parametrize(
+    ("trainer", "error"),
+    [
+        ({"numNodes": -1}, "spec.trainer.numNodes: Invalid value: -1: must be greater than or equal to 1"),
+        (
+            {"numProcPerNode": 0},
+            "spec.trainer.numProcPerNode: Invalid value: 0: must be greater than or equal to 1",
+        ),
+        (
+            {"numProcPerNode": -5},
+            "spec.trainer.numProcPerNode: Invalid value: -5: must be greater than or equal to 1",
+        ),
+    ],
+    ids=["negative nodes", "zero processes per node", "negative processes per node"],
+)
+def test_counts_the_schema_accepts_as_upstream_does_are_refused_below_one(
+    make: Make, trainer: dict[str, int], error: str
+) -> None:
+    # Upstream v2.3.0's CRD has no minimum on either field (nor do ours, which match it); validation refuses.
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
+    trainjob = make.trainjob(trainer=trainer)
+    assert [str(e) for e in REGISTRY.validate(None, trainjob, MemoryReader([runtime])).errors] == [error]
+    with pytest.raises(InvalidTrainJobError, match=error.split(":", maxsplit=1)[0].replace(".", r"\.")):
+        REGISTRY.new_objects(trainjob, MemoryReader([runtime]))
+
+
 def test_a_bad_runtime_patch_is_a_validation_error_and_a_build_error(make: Make) -> None:
     runtime = make.runtime(make.runtime_spec(*make.default_jobs()))
     patch = {
