@@ -15,12 +15,18 @@ Embedded third-party types carry their real schemas, taken at generation time:
 - JobSet's `JobSetSpec` (`EmbeddedJobSetSpec()`) from JobSet's own CRD in the Go module cache
   (`hack/thirdparty.py`, version pinned in `hack/versions.env`), or `--jobset-crd`.
 
-Deliberate differences from controller-gen, to keep the CRDs small and the schemas identical in meaning:
-descriptions of embedded types are dropped (our own types keep a one-line description); kube-openapi's
-zero-value defaults (`""`, `0`, `false`, `{}`) are dropped except on list-map keys that need one; `enum`s of
-core types are dropped (controller-gen ignores `+enum`, and upstream's CRDs accept what the Pod API then
-validates). Nothing uses `x-kubernetes-preserve-unknown-fields`; a `$ref` cycle or an unknown keyword is an
-error, never a shortcut.
+Descriptions (what `kubectl explain` prints): our own fields take their attribute docstring (the string
+literal under the field in `runtime/api/v1alpha1.py`), else the docstring of their TypedDict; embedded
+Kubernetes types keep the descriptions of the apiserver's OpenAPI document, JobSet's those of its CRD.
+
+The output equals upstream's controller-gen output in every validation keyword (a unit test compares them
+with upstream v2.3.0's CRDs). Where kube-openapi and controller-gen read the same Go types differently, the
+generator follows controller-gen: kube-openapi's Go zero-value defaults (`""`, `0`, `false`, `{}`) are
+dropped except on list-map keys that need one and on optional fields with an explicit `+default`;
+`+default=ref(...)` defaults, which controller-gen does not evaluate, are dropped (`UNEMITTED_DEFAULTS`);
+structs that embed an atomic struct become atomic (`ATOMIC_BY_EMBEDDING`); `enum`s of core types are dropped
+(controller-gen ignores `+enum`). Nothing uses `x-kubernetes-preserve-unknown-fields`; a `$ref` cycle or an
+unknown keyword is an error, never a shortcut.
 
 Usage:
     hack/gen-crds.py                      # regenerate config/crd/ (starts a control plane, ~10 s)
@@ -32,6 +38,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import importlib.util
 import inspect
@@ -78,6 +85,7 @@ _ZERO_DEFAULT = "x-zero-default"  # internal mark, removed before output
 # Keywords copied as they are from kube-openapi and JobSet schemas into CRD schemas.
 _KEPT_KEYWORDS = frozenset(
     {
+        "description",
         "type",
         "format",
         "required",
@@ -105,7 +113,6 @@ _KEPT_KEYWORDS = frozenset(
 # Keywords of kube-openapi that have no place in a CRD schema (or that we drop on purpose, see docstring).
 _DROPPED_KEYWORDS = frozenset(
     {
-        "description",
         "enum",
         "x-kubernetes-patch-strategy",
         "x-kubernetes-patch-merge-key",
@@ -113,6 +120,30 @@ _DROPPED_KEYWORDS = frozenset(
         "x-kubernetes-group-version-kind",
     }
 )
+
+
+UNEMITTED_DEFAULTS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("io.k8s.api.core.v1.AzureDiskVolumeSource", "cachingMode"),
+        ("io.k8s.api.core.v1.AzureDiskVolumeSource", "kind"),
+    }
+)
+"""(component, property) whose default kube-openapi takes from `+default=ref(...)`, a marker controller-gen
+does not evaluate: upstream's CRDs have no default there, so neither do ours (k8s.io/api v0.36 has no
+other `+default=ref`)."""
+
+ATOMIC_BY_EMBEDDING: frozenset[str] = frozenset(
+    {
+        "io.k8s.api.core.v1.ConfigMapEnvSource",
+        "io.k8s.api.core.v1.ConfigMapProjection",
+        "io.k8s.api.core.v1.ConfigMapVolumeSource",
+        "io.k8s.api.core.v1.SecretEnvSource",
+        "io.k8s.api.core.v1.SecretProjection",
+    }
+)
+"""Components whose Go struct embeds `LocalObjectReference` (`+structType=atomic`) inline. controller-gen
+carries the embedded struct's map type over to the embedding struct, kube-openapi does not; upstream's CRDs
+therefore mark these atomic (a server-side apply replaces such an object whole), and so do ours."""
 
 
 class GenerationError(Exception):
@@ -194,7 +225,23 @@ class OpenAPIInliner:
             raise GenerationError(f"recursive schema cannot be inlined into a CRD: {cycle}")
         if name not in self._components:
             raise GenerationError(f"OpenAPI component {name} not found (is it in /openapi/v3/api/v1?)")
-        return self._convert(self._components[name], (*stack, name), optional_property=False)
+        out = self._convert(self._components[name], (*stack, name), optional_property=False)
+        for component, prop in UNEMITTED_DEFAULTS:
+            if component == name and prop in out.get("properties", {}):
+                out["properties"][prop].pop("default", None)
+        if name in ATOMIC_BY_EMBEDDING:
+            out["x-kubernetes-map-type"] = "atomic"
+        return out
+
+    def type_meta(self) -> dict[str, dict[str, Any]]:
+        """`apiVersion` and `kind` of a top-level object, with the descriptions every core kind carries."""
+        properties = self._components.get("io.k8s.api.core.v1.ConfigMap", {}).get("properties", {})
+        out: dict[str, dict[str, Any]] = {}
+        for name in ("apiVersion", "kind"):
+            out[name] = {"type": "string"}
+            if properties.get(name, {}).get("description"):
+                out[name]["description"] = properties[name]["description"]
+        return out
 
     def _convert(
         self, node: Mapping[str, Any], stack: tuple[str, ...], *, optional_property: bool
@@ -242,15 +289,18 @@ def _ref_name(ref: str) -> str:
 
 
 def jobset_spec_schema(jobset_crd: Mapping[str, Any], version: str) -> dict[str, Any]:
-    """`spec` of JobSet's CRD for `version`, without descriptions."""
+    """`spec` of JobSet's CRD for `version`, descriptions included (a copy)."""
     for served in jobset_crd["spec"]["versions"]:
         if served["name"] == version:
-            return dict(strip_descriptions(served["schema"]["openAPIV3Schema"]["properties"]["spec"]))
+            return dict(json.loads(json.dumps(served["schema"]["openAPIV3Schema"]["properties"]["spec"])))
     raise GenerationError(f"JobSet CRD has no version {version}")
 
 
 def strip_descriptions(node: Any) -> Any:
-    """A copy of a schema without `description`s (property names called `description` are kept)."""
+    """A copy of a schema without `description`s (property names called `description` are kept).
+
+    For comparing schemas by what they validate: upstream's CRDs against ours in `test/unit/api`.
+    """
     if isinstance(node, list):
         return [strip_descriptions(item) for item in node]
     if not isinstance(node, Mapping):
@@ -278,6 +328,7 @@ class Field:
     type: Any
     markers: tuple[Marker, ...]
     required: bool
+    doc: str | None = None
 
 
 def unwrap(hint: Any) -> tuple[Any, tuple[Marker, ...], bool | None]:
@@ -300,25 +351,56 @@ def unwrap(hint: Any) -> tuple[Any, tuple[Marker, ...], bool | None]:
 
 
 def typed_dict_fields(cls: type) -> list[Field]:
-    """The keys of a TypedDict in declaration order, with their markers and required-ness.
+    """The keys of a TypedDict in declaration order, with their markers, required-ness and docstrings.
 
     Required-ness is computed from the hints, not from `__required_keys__`, which Python 3.11 gets wrong for
     `Required[...]` written as a string annotation (`from __future__ import annotations`).
     """
     hints = typing.get_type_hints(cls, include_extras=True)
     total = getattr(cls, "__total__", True)
+    docs = field_docs(cls)
     fields = []
     for name, hint in hints.items():
         base, found, required = unwrap(hint)
-        fields.append(Field(name, base, found, total if required is None else required))
+        fields.append(Field(name, base, found, total if required is None else required, docs.get(name)))
     return fields
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a class: key → the string literal written right under its annotation.
+
+    Read from the class's source with `ast` (Python keeps no attribute docstrings at run time); a class
+    whose source is not available has none. Keys inherited from a base TypedDict are not documented here.
+    """
+    try:
+        tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    (node,) = (n for n in tree.body if isinstance(n, ast.ClassDef))
+    docs: dict[str, str] = {}
+    for statement, following in zip(node.body, node.body[1:], strict=False):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = description_text(following.value.value)
+    return docs
+
+
+def description_text(doc: str) -> str:
+    """A docstring as a schema description: paragraphs kept, the lines of each paragraph joined."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs if paragraph.strip())
 
 
 def _description(cls: type) -> str | None:
     doc = inspect.getdoc(cls)
     if not doc or doc == inspect.getdoc(dict):
         return None
-    return " ".join(doc.split("\n\n", 1)[0].split())
+    return description_text(doc)
 
 
 class SchemaBuilder:
@@ -338,13 +420,16 @@ class SchemaBuilder:
     def for_object(self, cls: type, *, root: bool = False) -> dict[str, Any]:
         properties: dict[str, Any] = {}
         required: list[str] = []
+        type_meta = self._core.type_meta() if root else {}
         for field in typed_dict_fields(cls):
-            if root and field.name in ("apiVersion", "kind"):
-                properties[field.name] = {"type": "string"}
+            if root and field.name in type_meta:
+                properties[field.name] = type_meta[field.name]
             elif root and field.name == "metadata":
                 properties[field.name] = {"type": "object"}
             else:
                 properties[field.name] = self.for_type(field.type, field.markers)
+                if field.doc:
+                    properties[field.name]["description"] = field.doc
             if field.required:
                 required.append(field.name)
         schema: dict[str, Any] = {"type": "object"}
@@ -495,10 +580,19 @@ def crd_file_name(cls: type) -> str:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block-style YAML with no anchors/aliases (each embedded schema is written out in full)."""
+    """Block-style YAML with no anchors/aliases (each embedded schema is written out in full); strings of
+    several lines (descriptions) as literal blocks, so they read as written."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
 
 
 def dump_yaml(document: Any) -> str:
@@ -564,7 +658,11 @@ def load_core_document(directory: Path) -> dict[str, Any]:
 
 
 def write(files: Mapping[str, str], directory: Path) -> None:
+    """Write `files` into `directory` and remove the CRD files there that are no longer generated."""
     directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob(f"{constants.GROUP}_*.yaml"):
+        if stale.name not in files:
+            stale.unlink()
     for name, text in files.items():
         (directory / name).write_text(text)
 

@@ -228,6 +228,26 @@ def jobset_crd() -> Path:
     return crd_path(JOBSET)
 
 
+UPSTREAM_TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+UPSTREAM_TRAINER_CRD_DIR = "manifests/base/crds"
+
+
+def upstream_trainer_crd_dir(versions: dict[str, str] | None = None) -> Path:
+    """Upstream kubeflow/trainer's own generated CRDs at ``TRAINER_VERSION``, the release this project ports.
+
+    Not installed anywhere: ``test/unit/api`` compares our generated CRDs with them.
+    """
+    pinned = read_versions() if versions is None else versions
+    if "TRAINER_VERSION" not in pinned:
+        raise ThirdPartyError(f"TRAINER_VERSION is not set in {VERSIONS_FILE}")
+    directory = module_dir(UPSTREAM_TRAINER_MODULE, pinned["TRAINER_VERSION"]) / UPSTREAM_TRAINER_CRD_DIR
+    if not directory.is_dir():
+        raise ThirdPartyError(
+            f"{UPSTREAM_TRAINER_MODULE}@{pinned['TRAINER_VERSION']} has no {UPSTREAM_TRAINER_CRD_DIR}"
+        )
+    return directory
+
+
 def scheduler_plugins_podgroup_crd() -> Path:
     return crd_path(SCHEDULER_PLUGINS_PODGROUP)
 

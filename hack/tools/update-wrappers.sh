@@ -44,5 +44,5 @@ cd "$here/jobset" && go get -tool "sigs.k8s.io/jobset@$JOBSET_VERSION" && go mod
 fresh "$here/crds" github.com/kubeflow-trainer-py/hack/tools/crds
 cd "$here/crds"
 go mod edit -require="sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" -require="volcano.sh/volcano@$VOLCANO_VERSION" \
-  -require="sigs.k8s.io/jobset@$JOBSET_VERSION"
+  -require="sigs.k8s.io/jobset@$JOBSET_VERSION" -require="github.com/kubeflow/trainer/v2@$TRAINER_VERSION"
 echo "wrappers regenerated; commit hack/tools/*/go.mod and go.sum"

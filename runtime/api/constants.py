@@ -21,7 +21,6 @@ API_VERSION: Final = f"{GROUP}/{VERSION}"
 TRAINJOB_KIND: Final = "TrainJob"
 TRAINING_RUNTIME_KIND: Final = "TrainingRuntime"
 CLUSTER_TRAINING_RUNTIME_KIND: Final = "ClusterTrainingRuntime"
-OPTIMIZATION_JOB_KIND: Final = "OptimizationJob"
 
 # Kinds the TrainJob controller produces or reads, outside this group.
 JOBSET_GROUP: Final = "jobset.x-k8s.io"

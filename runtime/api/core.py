@@ -338,8 +338,9 @@ class JobSetSpec(TypedDict, total=False):
     ttlSecondsAfterFinished: int
 
 
+# metav1.Condition, with the validation controller-gen emits for it.
 class Condition(TypedDict, total=False):
-    """metav1.Condition, with the validation controller-gen emits for it."""
+    """One aspect of the object's current state, in the standard Kubernetes condition shape."""
 
     type: Required[
         Annotated[
@@ -351,13 +352,19 @@ class Condition(TypedDict, total=False):
             ),
         ]
     ]
+    """The aspect this condition describes, in CamelCase (for example `Complete`); the key of the list."""
     status: Required[Annotated[Literal["True", "False", "Unknown"], Enum("True", "False", "Unknown")]]
+    """Whether the condition holds: `True`, `False` or `Unknown`."""
     observedGeneration: Annotated[Int64, Minimum(0)]
+    """The `metadata.generation` of the object when the condition was set."""
     lastTransitionTime: Required[Time]
+    """When the status last changed."""
     reason: Required[
         Annotated[str, MinLength(1), MaxLength(1024), Pattern(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
     ]
+    """Why the condition has its status, as a CamelCase word programs can match on."""
     message: Required[Annotated[str, MaxLength(32768)]]
+    """Why the condition has its status, in words for people; may be empty."""
 
 
 EnvList = Annotated[list[EnvVar], ListType("map", ("name",)), MaxItems(128)]

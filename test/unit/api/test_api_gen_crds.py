@@ -131,6 +131,31 @@ DOCUMENT: dict[str, Any] = {
                     }
                 },
             },
+            CORE + "AzureDiskVolumeSource": {
+                "type": "object",
+                "required": ["diskName"],
+                "properties": {
+                    "diskName": {"type": "string", "default": ""},
+                    "cachingMode": {"type": "string", "default": "ReadWrite", "description": "Caching."},
+                    "fsType": {"type": "string", "default": "ext4"},
+                    "kind": {"type": "string", "default": "Shared"},
+                },
+            },
+            CORE + "ConfigMapVolumeSource": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": ""},
+                    "optional": {"type": "boolean"},
+                },
+            },
+            CORE + "ConfigMap": {
+                "type": "object",
+                "properties": {
+                    "apiVersion": {"type": "string", "description": "The version of the schema."},
+                    "kind": {"type": "string", "description": "The REST resource."},
+                    "data": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
             CORE + "Loop": {"type": "object", "properties": {"next": {"allOf": [ref(CORE + "Loop")]}}},
             CORE + "Odd": {"type": "object", "properties": {"x": {"type": "string", "readOnly": True}}},
             "io.k8s.apimachinery.pkg.api.resource.Quantity": {
@@ -191,17 +216,19 @@ def builder(gen_crds: ModuleType, inliner: Any) -> Any:
 # -- OpenAPI inlining --------------------------------------------------------------------------------------
 
 
-def test_refs_are_inlined_and_descriptions_patch_keywords_and_enums_dropped(
+def test_refs_are_inlined_descriptions_kept_and_patch_keywords_and_enums_dropped(
     gen_crds: ModuleType, inliner: Any
 ) -> None:
     env = gen_crds.finalize(inliner.component(CORE + "EnvVar"))
     assert env == {
+        "description": "EnvVar represents an environment variable present in a Container.",
         "type": "object",
         "required": ["name"],
         "properties": {
             "name": {"type": "string"},
             "value": {"type": "string"},
             "valueFrom": {
+                "description": "Source.",  # the property's own description wins over its type's
                 "type": "object",
                 "properties": {
                     "secretKeyRef": {
@@ -235,6 +262,30 @@ def test_explicit_non_zero_defaults_survive_and_enums_are_dropped(gen_crds: Modu
     protocol = container["properties"]["ports"]["items"]["properties"]["protocol"]
     assert protocol == {"type": "string", "default": "TCP"}
     assert container["properties"]["imagePullPolicy"] == {"type": "string"}
+
+
+def test_defaults_kube_openapi_takes_from_a_default_ref_are_dropped_as_controller_gen_drops_them(
+    gen_crds: ModuleType, inliner: Any
+) -> None:
+    disk = gen_crds.finalize(inliner.component(CORE + "AzureDiskVolumeSource"))["properties"]
+    assert disk["cachingMode"] == {"type": "string", "description": "Caching."}
+    assert disk["kind"] == {"type": "string"}
+    assert disk["fsType"] == {"type": "string", "default": "ext4"}  # a literal `+default`: kept
+
+
+def test_a_struct_embedding_an_atomic_struct_is_atomic_as_controller_gen_makes_it(
+    gen_crds: ModuleType, inliner: Any
+) -> None:
+    config_map = gen_crds.finalize(inliner.component(CORE + "ConfigMapVolumeSource"))
+    assert config_map["x-kubernetes-map-type"] == "atomic"
+    assert "x-kubernetes-map-type" not in gen_crds.finalize(inliner.component(CORE + "ContainerPort"))
+
+
+def test_type_meta_of_a_root_carries_the_descriptions_of_the_core_kinds(inliner: Any) -> None:
+    assert inliner.type_meta() == {
+        "apiVersion": {"type": "string", "description": "The version of the schema."},
+        "kind": {"type": "string", "description": "The REST resource."},
+    }
 
 
 def test_go_zero_defaults_on_required_fields_items_and_structs_are_dropped(
@@ -301,9 +352,11 @@ def test_inlined_components_are_independent_copies(inliner: Any) -> None:
     assert "maxLength" not in inliner.component(CORE + "EnvVar")["properties"]["name"]
 
 
-def test_jobset_spec_is_taken_from_its_crd_without_descriptions(gen_crds: ModuleType) -> None:
+def test_jobset_spec_is_taken_from_its_crd_with_its_descriptions(gen_crds: ModuleType) -> None:
     spec = gen_crds.jobset_spec_schema(JOBSET_CRD, "v1alpha2")
-    assert spec == {
+    assert spec == JOBSET_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec is not JOBSET_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert gen_crds.strip_descriptions(spec) == {
         "type": "object",
         "properties": {"description": {"type": "string"}, "suspend": {"type": "boolean"}},
         "x-kubernetes-validations": [{"rule": "true", "message": "kept"}],
@@ -316,12 +369,15 @@ def test_jobset_spec_is_taken_from_its_crd_without_descriptions(gen_crds: Module
 
 
 class Inner(TypedDict, total=False):
-    """Inner thing.
+    """Inner thing,
+    described over two lines.
 
-    More prose that is not part of the description.
+    A second paragraph.
     """
 
     name: Required[Annotated[str, MaxLength(10)]]
+    """The name,
+       on two lines."""
     count: Int32
 
 
@@ -348,13 +404,31 @@ def test_a_typed_dict_becomes_an_object_with_sorted_required_keys_and_type_marke
     out = builder.for_object(Inner)
     assert out == {
         "type": "object",
-        "description": "Inner thing.",
+        "description": "Inner thing, described over two lines.\n\nA second paragraph.",
         "properties": {
-            "name": {"type": "string", "maxLength": 10},
+            "name": {"type": "string", "maxLength": 10, "description": "The name, on two lines."},
             "count": {"type": "integer", "format": "int32"},
         },
         "required": ["name"],
     }
+
+
+def test_a_field_without_a_docstring_takes_its_types_description(builder: Any) -> None:
+    props = builder.for_object(Outer)["properties"]
+    assert props["inner"]["description"] == "Inner thing, described over two lines.\n\nA second paragraph."
+    assert "description" not in props["tags"]
+
+
+def test_a_class_whose_source_cannot_be_read_has_no_field_docs(gen_crds: ModuleType) -> None:
+    made = type("Made", (dict,), {"__annotations__": {"a": str}, "__module__": "nowhere"})
+    assert gen_crds.field_docs(made) == {}
+
+
+def test_descriptions_of_several_lines_are_written_as_literal_blocks(gen_crds: ModuleType) -> None:
+    text = gen_crds.dump_yaml({"description": "one\n\ntwo", "short": "one line"})
+    assert "description: |-\n  one\n\n  two\n" in text
+    assert "short: one line\n" in text
+    assert yaml.safe_load(text) == {"description": "one\n\ntwo", "short": "one line"}
 
 
 def test_totality_and_not_required_decide_required_keys(builder: Any) -> None:
@@ -499,7 +573,6 @@ def test_generation_is_deterministic_and_writes_one_file_per_kind(
     assert first == second
     assert sorted(first) == [
         "trainer.kubeflow.org_clustertrainingruntimes.yaml",
-        "trainer.kubeflow.org_optimizationjobs.yaml",
         "trainer.kubeflow.org_trainingruntimes.yaml",
         "trainer.kubeflow.org_trainjobs.yaml",
     ]
@@ -525,8 +598,11 @@ def test_check_reports_drift_as_a_diff_and_nothing_when_up_to_date(
     assert "-y: 2\n+y: 1\n" in lines
     assert "-z: 1" in lines
     assert "trainer.kubeflow.org_a.yaml" not in lines
-    gen_crds.write({"trainer.kubeflow.org_b.yaml": "y: 1\n"}, committed)
-    (committed / "trainer.kubeflow.org_stale.yaml").unlink()
+    # Writing removes the CRD files that are no longer generated (a kind taken out of the API).
+    gen_crds.write(
+        {"trainer.kubeflow.org_a.yaml": "x: 1\n", "trainer.kubeflow.org_b.yaml": "y: 1\n"}, committed
+    )
+    assert not (committed / "trainer.kubeflow.org_stale.yaml").exists()
     assert list(gen_crds.diff(generated, committed)) == []
 
 

@@ -420,14 +420,25 @@ def test_a_whole_float_must_still_fit_the_fields_format_and_bounds() -> None:
 
 
 def test_a_whole_float_fails_the_cel_rules_of_its_field_as_the_servers_cel_cannot_read_it() -> None:
-    # kube-apiserver: `spec.trainer.numProcPerNode: Invalid value: "integer": invalid data, expected int,
-    # got float64 evaluating rule: numProcPerNode must be greater than or equal to 1` (even for 2.0).
-    _, errors = _check(_trainjob(trainer={"numProcPerNode": 2.0}))
+    # kube-apiserver: `spec.mlPolicy.flux.numProcPerNode: Invalid value: "integer": invalid data, expected
+    # int, got float64 evaluating rule: NumProcPerNode in fluxPolicy must be >= 1` (even for 2.0).
+    def runtime(num_proc_per_node: float) -> dict[str, Any]:
+        return {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainingRuntime",
+            "metadata": {"name": "x"},
+            "spec": {"mlPolicy": {"flux": {"numProcPerNode": num_proc_per_node}}},
+        }
+
+    _, errors = _check(runtime(2.0))
     assert errors == [
-        'spec.trainer.numProcPerNode: Invalid value: "integer": invalid data, expected int, got float64 '
-        "evaluating rule: numProcPerNode must be greater than or equal to 1"
+        'spec.mlPolicy.flux.numProcPerNode: Invalid value: "integer": invalid data, expected int, got float64 '
+        "evaluating rule: NumProcPerNode in fluxPolicy must be >= 1"
     ]
-    assert _check(_trainjob(trainer={"numProcPerNode": 2}))[1] == []
+    assert _check(runtime(2))[1] == []
+    # A TrainJob's numProcPerNode has no rule (as upstream v2.3.0): 2.0 is taken as 2.
+    checked, errors = _check(_trainjob(trainer={"numProcPerNode": 2.0}))
+    assert (errors, checked["spec"]["trainer"]["numProcPerNode"]) == ([], 2)
 
 
 def test_the_schema_requires_required_fields() -> None:

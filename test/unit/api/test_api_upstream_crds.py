@@ -1,0 +1,157 @@
+"""Our CRDs against upstream's: kubeflow/trainer v2.3.0's generated `manifests/base/crds/*.yaml`.
+
+Upstream's CRDs are read from the Go module `github.com/kubeflow/trainer/v2` at `TRAINER_VERSION`
+(hack/versions.env), downloaded into the Go module cache by `hack/thirdparty.py` (`go mod download`, a no-op
+when the module is there). Without Go or the module the comparison is skipped, except under CI (env `CI`
+set), where that is a failure.
+
+Compared: every keyword of every schema node except `description` (type, format, bounds, enums, required,
+list and map types, CEL rules, defaults, int-or-string, nullable, preserve-unknown-fields...), plus names,
+scope, versions, subresources and printer columns. Deliberate differences would be listed in
+`DELIBERATE_DIFFERENCES` with their reason, and in docs/compatibility.md; today there are none.
+Descriptions are compared by where they are, not by what they say (ours are our own words).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.envtest import load_script
+from runtime.api import v1alpha1
+
+ROOT = Path(__file__).resolve().parents[3]
+OURS = ROOT / "config" / "crd"
+
+DELIBERATE_DIFFERENCES: dict[str, str] = {}
+"""Structural difference (as `differences` words it) → why we keep it. Keep docs/compatibility.md in step."""
+
+UNDESCRIBED_AS_KUBE_OPENAPI = {
+    f"spec.runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[].template.spec.template.spec."
+    f"{containers}[].securityContext.capabilities.{which}[]"
+    for containers in ("containers", "initContainers")
+    for which in ("add", "drop")
+}
+"""Nodes upstream describes and we do not: items of `[]Capability`, a string type whose doc controller-gen
+copies onto each item and kube-openapi (our source for core types) does not."""
+
+
+@pytest.fixture(scope="session")
+def upstream_dir() -> Path:
+    thirdparty = load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
+    try:
+        directory: Path = thirdparty.upstream_trainer_crd_dir()
+    except thirdparty.ThirdPartyError as exc:
+        message = f"upstream kubeflow/trainer CRDs unavailable: {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI must compare our CRDs with upstream's)", pytrace=False)
+        pytest.skip(message)
+    return directory
+
+
+def load_crd(path: Path) -> dict[str, Any]:
+    for document in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader):
+        if document and document.get("kind") == "CustomResourceDefinition":
+            return dict(document)
+    raise AssertionError(f"{path} holds no CustomResourceDefinition")
+
+
+def crd_files(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.glob("trainer.kubeflow.org_*.yaml"))
+
+
+def differences(ours: Any, theirs: Any, path: str = "") -> Iterator[str]:
+    """Every structural difference between two CRD documents, descriptions and annotations ignored."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(set(ours) | set(theirs)):
+            if key == "description" and not path.endswith(".properties"):
+                continue
+            if key == "annotations" and path == ".metadata":
+                continue
+            if key not in theirs:
+                yield f"{path}.{key}: only ours has it ({json.dumps(ours[key])[:120]})"
+            elif key not in ours:
+                yield f"{path}.{key}: only upstream has it ({json.dumps(theirs[key])[:120]})"
+            else:
+                yield from differences(ours[key], theirs[key], f"{path}.{key}")
+    elif isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for index, (mine, upstream) in enumerate(zip(ours, theirs, strict=True)):
+            yield from differences(mine, upstream, f"{path}[{index}]")
+    elif ours != theirs:
+        yield f"{path}: ours {json.dumps(ours)[:120]}, upstream {json.dumps(theirs)[:120]}"
+
+
+def schema_nodes(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if not isinstance(node, dict):
+        return
+    yield path, node
+    for name, prop in node.get("properties", {}).items():
+        yield from schema_nodes(prop, f"{path}.{name}" if path else name)
+    yield from schema_nodes(node.get("items"), f"{path}[]")
+    yield from schema_nodes(node.get("additionalProperties"), f"{path}{{}}")
+
+
+def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
+    (version,) = crd["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"])
+
+
+def test_the_same_crds_are_installed_as_upstream_and_no_optimization_job(upstream_dir: Path) -> None:
+    assert crd_files(OURS) == crd_files(upstream_dir)
+    assert not any("optimizationjob" in name for name in crd_files(OURS))
+
+
+@pytest.mark.parametrize("name", crd_files(OURS))
+def test_every_validation_equals_upstreams(upstream_dir: Path, name: str) -> None:
+    found = [
+        difference
+        for difference in differences(load_crd(OURS / name), load_crd(upstream_dir / name))
+        if difference not in DELIBERATE_DIFFERENCES
+    ]
+    assert found == [], (
+        f"{name} differs from upstream v2.3.0 (fix it, or list it with a reason):\n" + "\n".join(found[:50])
+    )
+
+
+def test_the_comparison_sees_a_changed_bound_and_ignores_a_changed_description() -> None:
+    base = {"type": "object", "properties": {"n": {"type": "integer", "description": "a"}}}
+    bounded = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "description": "b"}}}
+    assert list(differences(base, base | {"description": "other"})) == []
+    assert list(differences(bounded, base)) == [".properties.n.minimum: only ours has it (0)"]
+    # A property called `description` is a field, not a description.
+    named = {"type": "object", "properties": {"description": {"type": "string"}}}
+    assert list(differences(named, {"type": "object", "properties": {}})) == [
+        '.properties.description: only ours has it ({"type": "string"})'
+    ]
+
+
+@pytest.mark.parametrize("name", crd_files(OURS))
+def test_every_node_upstream_describes_is_described(upstream_dir: Path, name: str) -> None:
+    ours = dict(schema_nodes(schema_of(load_crd(OURS / name))))
+    theirs = dict(schema_nodes(schema_of(load_crd(upstream_dir / name))))
+    missing = {
+        path
+        for path, node in theirs.items()
+        if "description" in node and "description" not in ours.get(path, {})
+    }
+    assert missing - UNDESCRIBED_AS_KUBE_OPENAPI == set()
+
+
+def test_every_field_of_our_own_types_has_a_docstring(gen_crds: ModuleType) -> None:
+    undocumented = []
+    for name in v1alpha1.__all__:
+        cls = getattr(v1alpha1, name)
+        if not typing.is_typeddict(cls):
+            continue
+        for field in gen_crds.typed_dict_fields(cls):
+            if field.doc is None and field.name not in ("apiVersion", "kind", "metadata"):
+                undocumented.append(f"{name}.{field.name}")
+    assert undocumented == []
