@@ -89,7 +89,7 @@ class FieldError:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 class ConfigurationError(ValueError):

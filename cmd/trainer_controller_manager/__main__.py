@@ -1,0 +1,7 @@
+"""``python -m trainer_controller_manager``: the same as the ``trainer-controller-manager`` console script."""
+
+from __future__ import annotations
+
+from trainer_controller_manager.main import main
+
+raise SystemExit(main())

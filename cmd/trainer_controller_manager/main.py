@@ -1,0 +1,211 @@
+"""``trainer-controller-manager``: load the configuration, build the manager, run it until a signal.
+
+Go origin: kubeflow/trainer ``cmd/trainer-controller-manager/main.go``.
+
+Start-up, in order:
+
+1. flags (:mod:`.flags`), then logging (``controller.logging.configure``: JSON lines on stderr, console
+   with ``--zap-devel``), the only place the process's logging is configured;
+2. the Configuration (``--config``, else upstream's defaults) with ``--feature-gates`` applied over its
+   ``featureGates``; bind addresses and the Lease namespace resolved against the Pod (:mod:`.serving`);
+3. a log line for what the configuration names but this release does not serve yet (webhook server,
+   certificate management, status server, HTTPS metrics);
+4. the API client with ``clientConnection.qps``/``burst`` (one token bucket per resource type, as
+   controller-runtime), the runtime registry, the informer cache (with the list GC tactic switched on: an
+   interpreter-wide setting that only the entry point may choose), the manager (leader election from
+   ``leaderElection``; the Lease client's requests time out after ``max(renewDeadline / 2, 1 s)``), the
+   ``healthz``/``readyz`` checks, and the Trainer's indexes and controllers
+   (``controller.trainer.setup``);
+5. :meth:`~controller.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second one
+   exits at once with status 1).
+
+Exit status (also in ``--help`` and ``docs/configuration.md``):
+
+======  =====================================================================================
+``0``   stopped cleanly by SIGTERM/SIGINT
+``1``   any other failure at run time (no kubeconfig, a server cannot bind, caches never synced...)
+``2``   bad flags, or a configuration that does not load or validate (the log names the field)
+``3``   the leader election Lease was lost (``LeaderElectionLost``): restart to stand by again
+======  =====================================================================================
+
+Deliberately missing (a later release): the webhook server, the certificate rotator, the status server,
+HTTPS and authentication on the metrics endpoint. ``readyz`` is a ping until the webhook server exists
+(upstream's waits for the certificates and the webhook server).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TextIO
+
+import structlog
+
+from controller.cache import InformerCache
+from controller.client import Client
+from controller.healthz import PING
+from controller.logging import configure as configure_logging
+from controller.manager import LeaderElectionLost, Manager
+from controller.trainer.config import Configuration, ConfigurationError, load_configuration
+from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
+from trainer_controller_manager.flags import Flags, parse_flags
+from trainer_controller_manager.serving import Serving, ServingError, resolve_serving
+
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_LEADER_ELECTION_LOST",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Runner",
+    "Settings",
+    "build_manager",
+    "load_settings",
+    "main",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_LEADER_ELECTION_LOST = 3
+
+_log = structlog.get_logger("trainer_controller_manager")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Everything start-up decided before touching the network."""
+
+    config: Configuration
+    serving: Serving
+    kubeconfig: str | None
+
+
+class Runner(Protocol):
+    """What :func:`main` runs: the manager, or a fake in tests."""
+
+    def run_until_signal(self) -> None: ...
+
+
+def load_settings(flags: Flags, environ: Mapping[str, str]) -> Settings:
+    """The configuration with the flags' feature gates, and where to serve; raises ConfigurationError,
+    FeatureGateError (``--feature-gates``) or ServingError."""
+    config = load_configuration(flags.config)
+    if flags.feature_gates:
+        config = config.with_feature_gates(parse_feature_gates(flags.feature_gates))
+    return Settings(config=config, serving=resolve_serving(config, environ), kubeconfig=flags.kubeconfig)
+
+
+def _announce(settings: Settings) -> None:
+    config = settings.config
+    _log.info(
+        "setup.configuration_loaded",
+        qps=config.client_connection.qps,
+        burst=config.client_connection.burst,
+        leader_election=config.leader_election_enabled,
+        group_kind_concurrency=dict(config.controller.group_kind_concurrency),
+        feature_gates=sorted(config.feature_gates.enabled_set()),
+        metrics_bind_address=settings.serving.metrics_bind_address,
+        health_probe_bind_address=settings.serving.health_probe_bind_address,
+    )
+    not_served = ["webhook server"]
+    if config.cert_management.enable:
+        not_served.append("certificate management")
+    if config.feature_gates.enabled(TRAIN_JOB_STATUS):
+        not_served.append("status server")
+    _log.warning(
+        "setup.not_served_yet",
+        components=not_served,
+        note="parsed and validated; served by a later release",
+    )
+    if config.metrics.secure_serving and config.metrics.bind_address != "0":
+        _log.warning(
+            "setup.metrics_not_secure",
+            note="metrics.secureServing is true, but /metrics is served as plain HTTP in this release",
+        )
+
+
+def build_manager(settings: Settings) -> Manager:
+    """The real manager, with the Trainer's controllers registered (needs a reachable API server)."""
+    # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
+    from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
+
+    config = settings.config
+    qps, burst = config.client_connection.qps, config.client_connection.burst
+    client = Client.load(settings.kubeconfig, qps=qps, burst=burst)
+    registry = new_registry(feature_gates=config.feature_gates.enabled_set(), plugin_config=config.as_wire())
+    cache = InformerCache(
+        client.lister_watcher,
+        by_object=cache_by_object(registry),
+        is_namespaced=lambda gvk: client.resource_for(gvk).namespaced,
+        gc_tuning=True,  # the entry point's choice: interpreter-wide GC thresholds and freeze (see reflector)
+    )
+    election = config.leader_election if config.leader_election_enabled else None
+    lease_client = None
+    if election is not None:
+        # As Manager.from_kubeconfig: one hung request must not outlive the renew deadline.
+        timeout = max(election.renew_deadline / 2, 1.0)
+        transport = client.transport.with_options(read_timeout=timeout, connect_timeout=timeout)
+        lease_client = Client(transport, qps=qps, burst=burst)
+    manager = Manager(
+        client,
+        cache=cache,
+        leader_election=election is not None,
+        leader_election_id=election.resource_name if election else "",
+        leader_election_namespace=settings.serving.leader_election_namespace,
+        leader_election_client=lease_client,
+        lease_duration=election.lease_duration if election else 15.0,
+        renew_deadline=election.renew_deadline if election else 10.0,
+        retry_period=election.retry_period if election else 2.0,
+        health_probe_bind_address=settings.serving.health_probe_bind_address,
+        metrics_bind_address=settings.serving.metrics_bind_address,
+    )
+    manager.add_healthz_check("healthz", PING)
+    manager.add_readyz_check("readyz", PING)
+    setup_with_manager(manager, registry, group_kind_concurrency=config.controller.group_kind_concurrency)
+    return manager
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    log_stream: TextIO | None = None,
+    build: Callable[[Settings], Runner] | None = None,
+) -> int:
+    """Runs the manager; returns the exit status (the console script exits with it).
+
+    ``argv`` defaults to ``sys.argv[1:]``, ``environ`` to ``os.environ``, ``log_stream`` to stderr and
+    ``build`` to :func:`build_manager`; tests pass their own.
+    """
+    try:
+        flags = parse_flags(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # argparse: usage printed (2), or --help (0)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    configure_logging(json=flags.json_logs, level=flags.log_level, stream=log_stream)
+    _log.info("setup.loading_configuration", config_file=str(flags.config) if flags.config else None)
+    try:
+        settings = load_settings(flags, os.environ if environ is None else environ)
+    except (ConfigurationError, ServingError) as exc:
+        _log.error("setup.invalid_configuration", error=str(exc), field=exc.field)
+        return EXIT_USAGE
+    except FeatureGateError as exc:
+        _log.error("setup.invalid_configuration", error=str(exc), field="--feature-gates")
+        return EXIT_USAGE
+    _announce(settings)
+    try:
+        runner = (build or build_manager)(settings)
+        _log.info("setup.starting_manager")
+        runner.run_until_signal()
+    except LeaderElectionLost as exc:
+        _log.error("setup.leader_election_lost", error=str(exc), exit_status=EXIT_LEADER_ELECTION_LOST)
+        return EXIT_LEADER_ELECTION_LOST
+    except KeyboardInterrupt:  # a signal before the manager's handlers were installed
+        _log.info("setup.interrupted", exit_status=EXIT_OK)
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the process's last word: logged with its traceback
+        _log.exception("setup.failed", error=str(exc), exit_status=EXIT_FAILURE)
+        return EXIT_FAILURE
+    _log.info("setup.stopped", exit_status=EXIT_OK)
+    return EXIT_OK

@@ -1,0 +1,76 @@
+"""Where the servers bind: loopback outside a Pod, the Pod IP inside, never every interface."""
+
+from __future__ import annotations
+
+import pytest
+from trainer_controller_manager.serving import ServingError, resolve_bind_address, resolve_serving
+
+from controller.trainer.config import parse_configuration
+
+HEADER = "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\n"
+
+
+@pytest.mark.parametrize(
+    ("address", "environ", "resolved"),
+    [
+        (":8081", {}, "127.0.0.1:8081"),
+        (":8081", {"POD_IP": "10.1.2.3"}, "10.1.2.3:8081"),
+        (":8081", {"POD_IP": "fd00::7"}, "[fd00::7]:8081"),
+        (":8081", {"POD_IP": "  "}, "127.0.0.1:8081"),
+        ("127.0.0.1:9000", {"POD_IP": "10.1.2.3"}, "127.0.0.1:9000"),
+        ("10.1.2.3:8443", {}, "10.1.2.3:8443"),
+        ("0", {"POD_IP": "10.1.2.3"}, "0"),
+    ],
+    ids=[
+        "an empty host outside a Pod is loopback",
+        "an empty host in a Pod is the Pod IP",
+        "an IPv6 Pod IP is bracketed",
+        "a blank POD_IP counts as unset",
+        "an explicit host is kept",
+        "an explicit Pod IP is kept",
+        "0 stays off",
+    ],
+)
+def test_bind_addresses_resolve(address: str, environ: dict[str, str], resolved: str) -> None:
+    assert resolve_bind_address("metrics.bindAddress", address, environ) == resolved
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8443", "[::]:8443", ":::8443"])
+def test_every_interface_is_refused_naming_the_field(address: str) -> None:
+    with pytest.raises(ServingError) as info:
+        resolve_bind_address("metrics.bindAddress", address, {})
+    assert info.value.field == "metrics.bindAddress"
+    assert "every interface" in str(info.value)
+
+
+def test_a_pod_ip_that_is_not_an_address_is_refused() -> None:
+    with pytest.raises(ServingError, match="POD_IP: 'pod-ip' is not an IP address"):
+        resolve_bind_address("health.healthProbeBindAddress", ":8081", {"POD_IP": "pod-ip"})
+
+
+def test_the_defaults_bind_loopback_outside_a_pod() -> None:
+    serving = resolve_serving(parse_configuration(HEADER), {})
+    assert serving.metrics_bind_address == "127.0.0.1:8443"
+    assert serving.health_probe_bind_address == "127.0.0.1:8081"
+    assert serving.leader_election_namespace == ""
+
+
+@pytest.mark.parametrize(
+    ("section", "environ", "namespace"),
+    [
+        ("leaderElection: {leaderElect: true, resourceNamespace: ns1}\n", {"POD_NAMESPACE": "ns2"}, "ns1"),
+        ("leaderElection: {leaderElect: true}\n", {"POD_NAMESPACE": "ns2"}, "ns2"),
+        ("leaderElection: {leaderElect: true}\n", {}, ""),
+        ("", {"POD_NAMESPACE": "ns2"}, ""),
+    ],
+    ids=[
+        "the configured namespace wins",
+        "else the Pod's namespace",
+        "else the manager finds it",
+        "no leader election, no namespace",
+    ],
+)
+def test_the_lease_namespace(section: str, environ: dict[str, str], namespace: str) -> None:
+    assert (
+        resolve_serving(parse_configuration(HEADER + section), environ).leader_election_namespace == namespace
+    )
