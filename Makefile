@@ -46,8 +46,10 @@ e2e: venv binaries
 	$(PY) -m pytest test/e2e $(PYTEST_ARGS)
 
 # One pytest run for all tiers, so the Tier 1 control plane starts once and pytest reports one summary.
+# TRAINER_REQUIRE_CLUSTER=1: a missing prerequisite (Go, the module proxy, third-party CRDs) fails the run
+# instead of skipping the integration and e2e tiers (test/conftest.py; CI=true implies it too).
 test: venv binaries lint typecheck contracts
-	$(PY) -m pytest test $(PYTEST_ARGS)
+	TRAINER_REQUIRE_CLUSTER=1 $(PY) -m pytest test $(PYTEST_ARGS)
 
 bench: venv binaries
 	$(PY) -m pytest test -m benchmark -s -p no:cacheprovider $(PYTEST_ARGS)

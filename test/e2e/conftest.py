@@ -13,7 +13,9 @@
     starting its own.
   - Missing binaries are built when collection finishes, before the first test's timeout starts
     (``hack/build-binaries.sh``: about 10 minutes cold on 2 cores). Without Go there is nothing to build
-    them with nor to read the JobSet manifests from, so the e2e tests are skipped, with that reason.
+    them with nor to read the JobSet manifests from, so the e2e tests are skipped with that reason, or
+    fail with it when prerequisites are required (``make test``, CI: the ``prerequisite`` fixture in
+    ``test/conftest.py``).
 
 - ``namespace`` (function): a fresh namespace, returned once kube-controller-manager has created its
   ``default`` ServiceAccount (until then the ServiceAccount admission plugin rejects every pod, and Jobs
@@ -151,7 +153,7 @@ class _Teardown:
 
 
 @pytest.fixture(scope="session")
-def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
+def e2e_cluster(request: pytest.FixtureRequest, prerequisite: Any) -> Iterator[E2ECluster]:
     external = _external_cluster()
     if external is not None:
         flavour, kubeconfig = external
@@ -163,7 +165,7 @@ def e2e_cluster(request: pytest.FixtureRequest) -> Iterator[E2ECluster]:
         return
 
     if shutil.which("go") is None:
-        pytest.skip(
+        prerequisite.missing(
             "e2e tests need Go >= 1.26 on PATH: it builds the control-plane binaries and provides the "
             "JobSet manifests (see docs/development.md); or point E2E_CLUSTER and KUBECONFIG at a cluster"
         )

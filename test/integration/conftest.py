@@ -4,10 +4,13 @@
   (JobSet, scheduler-plugins and Volcano PodGroups, read from the Go module cache by ``hack/thirdparty.py``)
   and every ``config/crd/*.yaml`` of this project installed. Builds the binaries first if they are missing
   (``hack/build-binaries.sh``; a cold build takes about half an hour). Without Go (needed for the build and
-  for the third-party CRDs) the tests that use it are skipped, with the reason. Stopped at session end;
+  for the third-party CRDs) the tests that use it are skipped with the reason, or fail with it when
+  prerequisites are required (``make test``, CI: the ``prerequisite`` fixture in ``test/conftest.py``).
+  Stopped at session end;
   if the run is interrupted, the exit hooks of ``controller.envtest.process`` stop it.
 - ``envtest_binaries`` (session): the etcd and kube-apiserver paths, for tests that start planes of their
-  own (skips if they are missing and Go is not there to build them).
+  own (skips, or fails when prerequisites are required, if they are missing and Go is not there to
+  build them).
 - ``control_plane_without_watch_cache`` (session, started on first use): a bare plane with
   ``--watch-cache=false``, where ``compact_etcd()`` makes watches from older resourceVersions get 410.
 - ``kubeconfig`` (session): the admin kubeconfig path. Nothing global is set: tests pass it on.
@@ -62,13 +65,13 @@ def _build_binaries(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def envtest_binaries(request: pytest.FixtureRequest) -> Binaries:
+def envtest_binaries(request: pytest.FixtureRequest, prerequisite: Any) -> Binaries:
     try:
         return find_binaries()
     except BinariesNotFound:
         pass  # build them below
     if shutil.which("go") is None:
-        pytest.skip(
+        prerequisite.missing(
             "integration tests need Go >= 1.26 on PATH to build etcd and kube-apiserver "
             "(or $TEST_ASSET_ETCD and $TEST_ASSET_KUBE_APISERVER; see docs/development.md)"
         )
@@ -77,13 +80,13 @@ def envtest_binaries(request: pytest.FixtureRequest) -> Binaries:
 
 
 @pytest.fixture(scope="session")
-def crd_sources() -> list[Path]:
+def crd_sources(prerequisite: Any) -> list[Path]:
     """The third-party CRD files (from the Go module cache) and this project's ``config/crd/*.yaml``."""
     thirdparty = _thirdparty()
     try:
         paths: list[Path] = list(thirdparty.crd_paths())
     except thirdparty.ThirdPartyError as exc:
-        pytest.skip(f"third-party CRDs unavailable: {exc}")
+        prerequisite.missing(f"third-party CRDs unavailable: {exc}")
     return paths + sorted((ROOT / "config" / "crd").glob("*.yaml"))
 
 
