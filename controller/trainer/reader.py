@@ -1,0 +1,164 @@
+"""The runtime pipeline's `Reader`, served from the manager's informer cache, with live reads where a cache
+cannot answer.
+
+Go origin: the cache-backed `client.Reader` of controller-runtime's manager client, as kubeflow/trainer's
+plugins and core runtimes use it (`r.client.Get(...)`), plus the fallback the `runtime.framework.Reader`
+contract demands for label-narrowed caches.
+
+Guarantees (the contract of `runtime.framework.Reader`):
+
+- A kind the controller caches (every kind some watch of the TrainJob controller declared) is read from the
+  cache: no request. A cached object is shared and read-only.
+- A kind cached under a label selector (ConfigMaps and Secrets: only those labelled
+  `trainer.kubeflow.org/trainjob-name`) holds only the labelled objects, so a cache miss proves nothing:
+  `get` then asks the API server once (NotFound → None). An object written by an older controller (upstream
+  does not label its snapshot or MPI Secret) is thus still found, and never re-created. `list` of such a kind
+  returns only the labelled objects.
+- A kind nobody caches (PriorityClasses for the Volcano plugin's validation, the status server's CA Secret in
+  the operator namespace) is read live: one request per read, and nothing about it is cached. Caching them
+  would mean watching every PriorityClass or every Secret of a namespace for a rare read.
+- NotFound is None; every other failure (a kind not served, a cache stopped, a transport error) is
+  `ReadError`, with its cause chained.
+- `list` results come sorted by namespace and name.
+
+`AppliedObjects` is a `Reader` laid over another: it answers with the objects a reconcile has just applied
+(the API server's replies), so the status step of the same reconcile sees the JobSet it has just created,
+where upstream reads a cache that has not yet seen it and fails about one reconcile in three during a burst
+(a NotFound error and a requeue).
+
+Deliberately missing: field selectors and set-based label selectors (the `Reader` protocol has neither).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from controller.cache import CacheNotStarted, InformerCache
+from controller.client import Client
+from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
+from controller.gvk import GVK
+from controller.trainer.kinds import gvk_of
+from runtime.framework import Reader, ReadError
+
+__all__ = ["AppliedObjects", "CacheReader"]
+
+_READ_FAILURES = (ApiError, TransportError, NoKindMatch, CacheNotStarted, ValueError)
+
+
+def _sorted(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def key(obj: Mapping[str, Any]) -> tuple[str, str]:
+        metadata = obj.get("metadata") or {}
+        return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+    return sorted(items, key=key)
+
+
+def _selector(labels: Mapping[str, str] | None) -> str | None:
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
+
+
+class CacheReader:
+    """A `runtime.framework.Reader` over an informer cache (`cached` kinds) and a client (everything else).
+
+    `narrowed` are the cached kinds whose cache holds only labelled objects: a miss there is confirmed live.
+    """
+
+    __slots__ = ("_cache", "_cached", "_client", "_narrowed")
+
+    def __init__(
+        self,
+        cache: InformerCache,
+        client: Client,
+        *,
+        cached: Collection[GVK],
+        narrowed: Collection[GVK] = (),
+    ) -> None:
+        self._cache = cache
+        self._client = client
+        self._cached = frozenset(cached)
+        self._narrowed = frozenset(narrowed)
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        gvk = gvk_of(api_version, kind)
+        try:
+            if gvk in self._cached:
+                try:
+                    return self._cache.get(gvk, name, namespace)
+                except NotFound:
+                    if gvk not in self._narrowed:
+                        return None
+            return self._client.get(gvk, name, namespace)
+        except NotFound:
+            return None
+        except _READ_FAILURES as exc:
+            raise ReadError(f"reading {kind} {namespace or ''}/{name}: {exc}") from exc
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        gvk = gvk_of(api_version, kind)
+        try:
+            if gvk in self._cached:
+                return _sorted(self._cache.list(gvk, namespace, label_selector=dict(labels or {})))
+            return _sorted(self._client.list(gvk, namespace, label_selector=_selector(labels)).items)
+        except _READ_FAILURES as exc:
+            raise ReadError(f"listing {kind} in {namespace or 'all namespaces'}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        kinds = sorted(str(g.kind) for g in self._cached)
+        return f"<CacheReader cached={kinds} narrowed={sorted(str(g.kind) for g in self._narrowed)}>"
+
+
+def _key(api_version: str, kind: str, namespace: str | None, name: str) -> tuple[str, str, str, str]:
+    return (api_version, kind, namespace or "", name)
+
+
+class AppliedObjects:
+    """A `Reader` that answers with the objects applied during this reconcile, and asks `base` otherwise.
+
+    Lists are not overlaid (nothing in the status step lists what it applied); `get` is.
+    """
+
+    __slots__ = ("_applied", "_base")
+
+    def __init__(self, base: Reader) -> None:
+        self._base = base
+        self._applied: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+
+    def record(self, obj: Mapping[str, Any]) -> None:
+        """Remember an object as the API server returned it from an apply or a create."""
+        metadata = obj.get("metadata") or {}
+        key = _key(
+            str(obj.get("apiVersion", "")),
+            str(obj.get("kind", "")),
+            metadata.get("namespace"),
+            str(metadata.get("name", "")),
+        )
+        self._applied[key] = obj
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        found = self._applied.get(_key(api_version, kind, namespace, name))
+        if found is not None:
+            return found
+        return self._base.get(api_version, kind, name, namespace)
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        return self._base.list(api_version, kind, namespace, labels)
+
+    def __repr__(self) -> str:
+        return f"<AppliedObjects applied={len(self._applied)} over {self._base!r}>"

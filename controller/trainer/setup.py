@@ -1,0 +1,284 @@
+"""Wires the Trainer into a manager: the runtime registry, the cache's label selectors, the field indexes,
+the three controllers and their watches.
+
+Go origin: kubeflow/trainer `pkg/controller/setup.go` (`SetupControllers`), `pkg/runtime/core` (registry and
+`EventHandlerRegistrars`), `pkg/runtime/indexer` and the manager options of
+`cmd/trainer-controller-manager/main.go`.
+
+Start-up, in order (`cmd/` calls these):
+
+1. `new_registry(...)`: the built-in plugins (with the enabled feature gates) in one framework.
+2. `cache_by_object(registry)`: what the cache holds of each kind the plugins watch. A kind whose watches
+   all declare the same label selector is cached under it (ConfigMaps and Secrets: only those labelled
+   `trainer.kubeflow.org/trainjob-name`), so the manager never caches every ConfigMap or Secret of the
+   cluster (upstream's trainer#3374 memory problem). Pass it to the manager's cache.
+3. `setup_with_manager(manager, registry, ...)`: the TrainJob field indexes, then the controllers:
+   - `trainjob_controller` for TrainJobs (every event), owning JobSets, PodGroups (each flavour only when
+     its CRD is served at start-up; otherwise logged and skipped, as upstream), ConfigMaps and Secrets, and
+     the plugins' mapped watches (LimitRanges, RuntimeClasses: suspended TrainJobs). It also watches the two
+     runtime kinds: when a runtime is created, the unfinished TrainJobs that reference it (found through the
+     runtimeRef field index) are reconciled at once, so a TrainJob created before its runtime does not wait
+     out its backoff.
+   - `trainingruntime_controller` and `clustertrainingruntime_controller`, which strip the legacy finalizer.
+   Concurrency per kind comes from `group_kind_concurrency` (`TrainJob.trainer.kubeflow.org`, ...; 1 when
+   absent), and is honoured (upstream ignores it and runs one worker each).
+   - The `kubeflow_trainer_trainjobs` gauge's collector, registered while the manager runs.
+
+Deliberately missing: the webhooks, the certificate rotator and the status server (they come with the
+webhook server).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from controller.builder import ControllerBuilder
+from controller.cache import ByObject, CacheNotStarted, InformerCache
+from controller.client import Client
+from controller.errors import NoKindMatch
+from controller.gvk import GVK
+from controller.manager import Manager
+from controller.predicate import Funcs
+from controller.reconcile import Request
+from controller.trainer import metrics
+from controller.trainer.config import Configuration
+from controller.trainer.indexers import register_indexes, trainjobs_for_runtime
+from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB, gvk_of
+from controller.trainer.reader import CacheReader
+from controller.trainer.runtime_controller import (
+    CLUSTER_TRAINING_RUNTIME_CONTROLLER,
+    TRAINING_RUNTIME_CONTROLLER,
+    RuntimeFinalizerReconciler,
+)
+from controller.trainer.trainjob_controller import CONTROLLER_NAME, RECORDER_NAME, TrainJobReconciler
+from runtime.api.views import TrainJobView
+from runtime.core import RuntimeRegistry
+from runtime.framework import Framework, PluginContext, PluginEntry, PluginRegistry, Reader, Watch
+from runtime.plugins import builtin_registry
+from runtime.plugins.trainjobstatus import (
+    DEFAULT_OPERATOR_NAMESPACE,
+    StatusServerSettings,
+    TrainJobStatusPlugin,
+)
+
+__all__ = [
+    "TrainJobStateMetrics",
+    "TrainerControllers",
+    "cache_by_object",
+    "concurrency_key",
+    "new_registry",
+    "setup_with_manager",
+]
+
+_log = structlog.get_logger("controller.trainer")
+
+
+def concurrency_key(gvk: GVK) -> str:
+    """The `controller.groupKindConcurrency` key of a kind: `<Kind>.<group>`."""
+    return f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
+
+
+def new_registry(
+    config: Configuration | None = None, *, operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
+) -> RuntimeRegistry:
+    """The runtime registry over the built-in plugins, as the manager runs it: the feature gates of
+    `config` (default: none enabled), and the status server's address for the `TrainJobStatus` plugin
+    (`certManagement` names, `statusServer.port`, and the namespace the manager runs in)."""
+    config = config if config is not None else Configuration()
+    gates = config.feature_gates.enabled_set()
+    plugin_config = {
+        "certManagement": {
+            "webhookServiceName": config.cert_management.webhook_service_name,
+            "webhookSecretName": config.cert_management.webhook_secret_name,
+        },
+        "statusServer": {"port": config.status_server.port},
+    }
+    context = PluginContext(config=plugin_config, feature_gates=gates)
+    settings = StatusServerSettings.from_config(plugin_config, operator_namespace=operator_namespace)
+    entries = [
+        PluginEntry(entry.name, lambda ctx: TrainJobStatusPlugin(ctx, settings=settings))
+        if entry.name == TrainJobStatusPlugin.name
+        else entry
+        for entry in builtin_registry(gates)
+    ]
+    return RuntimeRegistry(Framework(PluginRegistry(entries), context))
+
+
+def _watched_kinds(watches: Iterable[Watch]) -> dict[GVK, list[Watch]]:
+    kinds: dict[GVK, list[Watch]] = {}
+    for watch in watches:
+        kinds.setdefault(gvk_of(watch.api_version, watch.kind), []).append(watch)
+    return kinds
+
+
+def cache_by_object(registry: RuntimeRegistry) -> dict[GVK, ByObject]:
+    """Per-kind cache options from the plugins' watches: a label selector where every watch of the kind
+    declares the same one (no selector, i.e. cache everything, as soon as one watch declares none)."""
+    options: dict[GVK, ByObject] = {}
+    for gvk, watches in _watched_kinds(registry.watches()).items():
+        selectors = {w.label_selector for w in watches}
+        if len(selectors) == 1 and None not in selectors:
+            options[gvk] = ByObject(label_selector=selectors.pop())
+    return options
+
+
+def _served(client: Client, gvk: GVK) -> bool:
+    try:
+        client.resource_for(gvk)
+    except NoKindMatch:
+        return False
+    return True
+
+
+def _map_to_requests(watch: Watch, reader: Reader) -> Any:
+    map_fn = watch.map_to_trainjobs
+    assert map_fn is not None
+
+    def mapped(obj: Mapping[str, Any]) -> list[Request]:
+        return [Request(namespace=ns, name=name) for ns, name in map_fn(obj, reader)]
+
+    return mapped
+
+
+class TrainJobStateMetrics:
+    """Registers the `kubeflow_trainer_trainjobs` collector while the manager runs (a `Runnable`)."""
+
+    name = "trainjob-state-metrics"
+
+    def __init__(self, cache: InformerCache) -> None:
+        self._cache = cache
+        self._lock = threading.Lock()
+        self._collector: metrics.TrainJobStateCollector | None = None
+
+    def _list(self) -> list[dict[str, Any]]:
+        try:
+            return self._cache.list(TRAINJOB)
+        except CacheNotStarted:
+            return []
+
+    def start(self, stop: threading.Event) -> None:
+        with self._lock:
+            if self._collector is None:
+                self._collector = metrics.register_state_collector(self._list)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            if self._collector is not None:
+                metrics.unregister_state_collector(self._collector)
+                self._collector = None
+        return True
+
+    def need_leader_election(self) -> bool:
+        return False
+
+
+class TrainerControllers:
+    """What `setup_with_manager` registered (for tests and the entry point to look at)."""
+
+    __slots__ = ("reader", "registry", "skipped_watches", "trainjob")
+
+    def __init__(
+        self,
+        *,
+        registry: RuntimeRegistry,
+        reader: CacheReader,
+        trainjob: TrainJobReconciler,
+        skipped: list[Watch],
+    ) -> None:
+        self.registry = registry
+        self.reader = reader
+        self.trainjob = trainjob
+        self.skipped_watches = skipped
+
+
+def setup_with_manager(
+    manager: Manager,
+    registry: RuntimeRegistry,
+    *,
+    group_kind_concurrency: Mapping[str, int] | None = None,
+) -> TrainerControllers:
+    """Register the Trainer's indexes and controllers with `manager` (before it runs). See the module doc.
+
+    The manager's cache must have been built with `cache_by_object(registry)`.
+    """
+    cache = manager.cache
+    if not isinstance(cache, InformerCache):
+        raise TypeError("the Trainer controllers need the manager's InformerCache")
+    concurrency = dict(group_kind_concurrency or {})
+    register_indexes(cache)
+
+    by_object = cache_by_object(registry)
+    watches = _watched_kinds(registry.watches())
+    skipped: list[Watch] = []
+    cached: set[GVK] = {TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME}
+    active: list[tuple[GVK, Watch]] = []
+    for gvk, kind_watches in watches.items():
+        served = _served(manager.client, gvk)
+        for watch in kind_watches:
+            if not served and watch.optional:
+                _log.info("watch.skipped", kind=gvk.kind, group=gvk.group, reason="CRD not installed")
+                skipped.append(watch)
+                continue
+            if not served:
+                _log.error("watch.kind_not_served", kind=gvk.kind, group=gvk.group)
+            active.append((gvk, watch))
+            cached.add(gvk)
+    narrowed = {gvk for gvk, opts in by_object.items() if opts.label_selector}
+    reader = CacheReader(cache, manager.client, cached=cached, narrowed=narrowed)
+
+    reconciler = TrainJobReconciler(
+        cache=cache,
+        client=manager.client,
+        reader=reader,
+        registry=registry,
+        recorder=manager.get_event_recorder(RECORDER_NAME),
+        clock=manager.clock,
+    )
+    builder = ControllerBuilder(manager).named(CONTROLLER_NAME).for_(TRAINJOB)
+    owned: set[GVK] = set()
+    for gvk, watch in active:
+        if watch.map_to_trainjobs is None:
+            if gvk not in owned:
+                builder.owns(gvk)
+                owned.add(gvk)
+        else:
+            builder.watches(gvk, _map_to_requests(watch, reader))
+    created_only = Funcs(
+        update_fn=lambda event: False, delete_fn=lambda event: False, generic_fn=lambda event: False
+    )
+    for runtime_gvk in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME):
+        builder.watches(runtime_gvk, _trainjobs_waiting_for(cache), created_only)
+    builder.with_options(max_concurrent_reconciles=concurrency.get(concurrency_key(TRAINJOB), 1))
+    builder.complete(reconciler)
+
+    for gvk, name in (
+        (TRAINING_RUNTIME, TRAINING_RUNTIME_CONTROLLER),
+        (CLUSTER_TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME_CONTROLLER),
+    ):
+        (
+            ControllerBuilder(manager)
+            .named(name)
+            .for_(gvk)
+            .with_options(max_concurrent_reconciles=concurrency.get(concurrency_key(gvk), 1))
+            .complete(RuntimeFinalizerReconciler(gvk, cache=cache, client=manager.client))
+        )
+    manager.add(TrainJobStateMetrics(cache))
+    return TrainerControllers(registry=registry, reader=reader, trainjob=reconciler, skipped=skipped)
+
+
+def _trainjobs_waiting_for(cache: InformerCache) -> Any:
+    """Map a newly created runtime to the unfinished TrainJobs that reference it."""
+
+    def mapped(runtime: Mapping[str, Any]) -> list[Request]:
+        requests = []
+        for trainjob in trainjobs_for_runtime(cache, runtime):
+            view = TrainJobView(trainjob)
+            if not view.is_finished and view.is_managed_by_trainer:
+                requests.append(Request(namespace=view.namespace, name=view.name))
+        return requests
+
+    return mapped

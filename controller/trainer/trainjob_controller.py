@@ -1,0 +1,241 @@
+"""The TrainJob reconciler: builds a TrainJob's objects through the runtime pipeline, applies them, and
+writes its status.
+
+Go origin: kubeflow/trainer `pkg/controller/trainjob_controller.go` (`Reconcile`, `reconcileObjects`,
+`reconcileDeadline`, `setSuspendedCondition`, `setTrainJobStatus`), with the status logic itself in
+`runtime.core.RuntimeRegistry.next_status`.
+
+One reconcile, step by step:
+
+1. Get the TrainJob from the cache; gone → done (and forget what was applied for it).
+2. `spec.managedBy` names another controller (e.g. `kueue.x-k8s.io/multikueue`) → nothing at all.
+3. Unless the TrainJob is finished (`Complete` or `Failed` is True): `RuntimeRegistry.new_objects`, then each
+   object is server-side applied in order (field manager `trainer`, force); the first failure stops. What the
+   pipeline returns follows upstream's rules: the JobSet only while it or the TrainJob is suspended (or when
+   missing), PodGroups only while suspended, the MPI Secret and the runtime snapshot only when missing.
+   An apply that provably changes nothing is skipped (`controller.trainer.apply.AppliedBodies`).
+   A failure emits a Warning event `TrainJobResourcesCreationFailed` with upstream's message
+   (`TrainJob resources reconciliation failed: <error>`, the error cut at 950 characters plus ` ...`), and
+   the reconcile ends in that error (requeue with backoff) after the status is written.
+4. Status: `RuntimeRegistry.next_status` over a reader that sees the objects just applied (so the JobSet
+   created a moment ago counts, where upstream reads a cache that has not seen it and fails with NotFound):
+   `Suspended`, the JobSet's `Complete`/`Failed` and `jobsStatus`, the active deadline (on expiry the JobSet
+   is deleted), an unsupported runtime kind as a persisted `Failed`/`TrainingRuntimeNotSupported` with no
+   requeue.
+5. The status is written with a JSON merge patch on `/status`, and only when it changed.
+6. Result: the deadline's `requeue_after`, or the error of step 3, 4 or 5 (requeue with backoff).
+
+Guarantees:
+
+- **A steady-state reconcile makes no write**: no apply when nothing would change, no status patch when the
+  status is equal, and (with every kind read cached) no request at all.
+- **A finished TrainJob is never rebuilt**: a JobSet removed after completion (its TTL) is not recreated;
+  its status keeps following the JobSet while it exists. (Upstream drops a non-deadline `Failed` condition at
+  the start of every reconcile, so a failed TrainJob whose JobSet is gone is rebuilt; not here.)
+- A TrainJob the webhook would have refused (it bypassed admission; the fields are immutable, so no retry can
+  help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. Every other build
+  failure (runtime missing, snapshot tampered with, API errors) is retried with backoff and shown as events.
+- Events are core/v1 Events with `firstTimestamp`, so `kubectl describe` and the Kubeflow SDK show them
+  (upstream writes `events.k8s.io/v1` Events, which the SDK skips).
+
+Deliberately missing: finalizers (children go by owner-reference garbage collection, as upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import structlog
+
+from controller.cache import InformerCache
+from controller.client import Client
+from controller.clock import Clock
+from controller.errors import ApiError, NotFound, TransportError
+from controller.events import EVENT_TYPE_WARNING, EventRecorder
+from controller.reconcile import DONE, Request, Result
+from controller.trainer import metrics
+from controller.trainer.apply import AppliedBodies, contains, merge_patch
+from controller.trainer.kinds import JOBSET, TRAINJOB
+from controller.trainer.reader import AppliedObjects
+from runtime.api import constants
+from runtime.api.v1alpha1 import TrainJob
+from runtime.api.views import TrainJobView
+from runtime.core import RuntimeRegistry
+from runtime.core.errors import (
+    PermanentError,
+    RuntimeNotFoundError,
+    SnapshotError,
+    UnsupportedRuntimeError,
+)
+from runtime.core.status import condition, set_condition
+from runtime.framework import FrameworkError, Reader
+
+__all__ = [
+    "CONTROLLER_NAME",
+    "EVENT_REASON_CREATION_FAILED",
+    "REASON_INVALID_TRAINJOB",
+    "RECORDER_NAME",
+    "TrainJobReconciler",
+    "event_message",
+]
+
+CONTROLLER_NAME = "trainjob_controller"
+RECORDER_NAME = "trainer-trainjob-controller"
+EVENT_REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
+REASON_INVALID_TRAINJOB = "InvalidTrainJob"
+"""The `Failed` condition's reason for a TrainJob the webhook would have refused (not upstream's)."""
+
+_EVENT_ERROR_LIMIT = 950
+
+_log = structlog.get_logger("controller.trainer")
+
+
+def event_message(error: BaseException | str) -> str:
+    """Upstream's event text: `TrainJob resources reconciliation failed: <error>`, the error cut at 950
+    characters with ` ...` appended when cut."""
+    text = str(error)
+    message = f"TrainJob resources reconciliation failed: {text[:_EVENT_ERROR_LIMIT]}"
+    return f"{message} ..." if len(text) > _EVENT_ERROR_LIMIT else message
+
+
+def _failure_reason(error: BaseException) -> str:
+    if isinstance(error, RuntimeNotFoundError):
+        return metrics.REASON_RUNTIME_NOT_FOUND
+    if isinstance(error, SnapshotError):
+        return metrics.REASON_INVALID_SNAPSHOT
+    if isinstance(error, FrameworkError):
+        return metrics.REASON_BUILD
+    if isinstance(error, (ApiError, TransportError)):
+        return metrics.REASON_APPLY
+    return metrics.REASON_OTHER
+
+
+class ReconcileErrors(Exception):
+    """Several things went wrong in one reconcile (upstream `errors.Join`); the first is the cause."""
+
+    def __init__(self, errors: list[BaseException]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+        self.__cause__ = errors[0]
+
+
+class TrainJobReconciler:
+    """Reconciles one TrainJob per call; see the module docstring. Safe for concurrent workers (one key
+    is never reconciled by two workers at once)."""
+
+    __slots__ = ("_applied", "_cache", "_client", "_clock", "_reader", "_recorder", "_registry")
+
+    def __init__(
+        self,
+        *,
+        cache: InformerCache,
+        client: Client,
+        reader: Reader,
+        registry: RuntimeRegistry,
+        recorder: EventRecorder,
+        clock: Clock,
+        applied: AppliedBodies | None = None,
+    ) -> None:
+        self._cache = cache
+        self._client = client
+        self._reader = reader
+        self._registry = registry
+        self._recorder = recorder
+        self._clock = clock
+        self._applied = applied if applied is not None else AppliedBodies()
+
+    def reconcile(self, request: Request) -> Result:
+        owner = (request.namespace, request.name)
+        try:
+            obj = self._cache.get(TRAINJOB, request.name, request.namespace)
+        except NotFound:
+            self._applied.forget(owner)
+            return DONE
+        trainjob = cast(TrainJob, obj)
+        view = TrainJobView(trainjob)
+        if not view.is_managed_by_trainer:
+            return DONE
+
+        reader = AppliedObjects(self._reader)
+        errors: list[BaseException] = []
+        permanent: PermanentError | None = None
+        if not view.is_finished:
+            try:
+                self._reconcile_objects(trainjob, owner, reader)
+            except UnsupportedRuntimeError:
+                pass  # next_status records it as a persisted Failed condition
+            except (FrameworkError, ApiError, TransportError) as exc:
+                metrics.count_reconcile_failure(_failure_reason(exc))
+                self._recorder.event(
+                    trainjob, EVENT_TYPE_WARNING, EVENT_REASON_CREATION_FAILED, event_message(exc)
+                )
+                _log.info("trainjob.objects_failed", error=str(exc)[:_EVENT_ERROR_LIMIT])
+                if isinstance(exc, PermanentError):
+                    permanent = exc
+                else:
+                    errors.append(exc)
+
+        now = self._clock.now()
+        update = self._registry.next_status(trainjob, reader, now)
+        status: dict[str, Any] = dict(update.status)
+        if permanent is not None:
+            conditions = status.setdefault("conditions", [])
+            failed = condition(
+                constants.CONDITION_FAILED, constants.CONDITION_TRUE, REASON_INVALID_TRAINJOB, str(permanent)
+            )
+            set_condition(conditions, failed, now)
+        if update.error is not None and permanent is None:  # a failed TrainJob needs no JobSet status
+            metrics.count_reconcile_failure(metrics.REASON_STATUS)
+            errors.append(update.error)
+        if update.delete_jobset:
+            self._delete_jobset(view)
+
+        current = cast(Mapping[str, Any], trainjob.get("status") or {})
+        if status != current:
+            try:
+                self._client.patch_status(
+                    TRAINJOB, view.name, {"status": merge_patch(current, status)}, view.namespace
+                )
+            except (ApiError, TransportError) as exc:
+                metrics.count_reconcile_failure(metrics.REASON_STATUS)
+                errors.append(exc)
+        if update.terminal or permanent is not None:
+            self._applied.forget(owner)
+
+        if errors:
+            raise errors[0] if len(errors) == 1 else ReconcileErrors(errors)
+        if update.requeue_after:
+            return Result(requeue_after=update.requeue_after)
+        return DONE
+
+    def _reconcile_objects(self, trainjob: TrainJob, owner: tuple[str, str], reader: AppliedObjects) -> None:
+        objects = self._registry.new_objects(trainjob, reader)
+        for body in objects:
+            metadata = body.get("metadata") or {}
+            api_version, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))
+            name, namespace = str(metadata.get("name", "")), metadata.get("namespace")
+            if self._applied.same_body(owner, body) and contains(
+                body, reader.get(api_version, kind, name, namespace)
+            ):
+                continue  # the last body this process applied, still in place: applying changes nothing
+            is_jobset = api_version == JOBSET.api_version and kind == JOBSET.kind
+            created = is_jobset and reader.get(api_version, kind, name, namespace) is None
+            result = self._client.apply(body, constants.FIELD_MANAGER, force=True)
+            self._applied.record(owner, body)
+            reader.record(result)
+            if created:
+                metrics.observe_jobset_created(trainjob, self._clock.now())
+
+    def _delete_jobset(self, view: TrainJobView) -> None:
+        try:
+            self._client.delete(JOBSET, view.name, view.namespace)
+        except NotFound:
+            pass
+        except (ApiError, TransportError) as exc:
+            # Upstream logs and moves on: the Failed condition is what matters, and a JobSet left behind
+            # is deleted with the TrainJob.
+            _log.info("trainjob.jobset_delete_failed", error=str(exc))
+
+    def __repr__(self) -> str:
+        return f"<TrainJobReconciler {self._registry!r}>"
