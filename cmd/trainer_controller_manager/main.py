@@ -61,6 +61,7 @@ __all__ = [
     "Runner",
     "Settings",
     "build_manager",
+    "client_rate_limit",
     "load_settings",
     "main",
 ]
@@ -126,13 +127,25 @@ def _announce(settings: Settings) -> None:
         )
 
 
+CLIENT_GO_DEFAULT_QPS = 5.0
+CLIENT_GO_DEFAULT_BURST = 10
+
+
+def client_rate_limit(config: Configuration) -> tuple[float, int]:
+    """``clientConnection`` as the Go manager ends up applying it: a 0 reaches client-go's REST client,
+    which reads it as its default (5 QPS, burst 10)."""
+    qps = config.client_connection.qps or CLIENT_GO_DEFAULT_QPS
+    burst = config.client_connection.burst or CLIENT_GO_DEFAULT_BURST
+    return qps, burst
+
+
 def build_manager(settings: Settings) -> Manager:
     """The real manager, with the Trainer's controllers registered (needs a reachable API server)."""
     # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
     from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
 
     config = settings.config
-    qps, burst = config.client_connection.qps, config.client_connection.burst
+    qps, burst = client_rate_limit(config)
     client = Client.load(settings.kubeconfig, qps=qps, burst=burst)
     registry = new_registry(feature_gates=config.feature_gates.enabled_set(), plugin_config=config.as_wire())
     cache = InformerCache(

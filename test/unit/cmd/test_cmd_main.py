@@ -21,10 +21,12 @@ from trainer_controller_manager.main import (
     EXIT_OK,
     EXIT_USAGE,
     Settings,
+    client_rate_limit,
     main,
 )
 
 from controller.manager import LeaderElectionLost, ManagerError
+from controller.trainer.config import parse_configuration
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / "config" / "manager" / "controller_manager_config.yaml"
@@ -224,3 +226,21 @@ def test_loading_flags_and_configuration_does_not_import_the_runtime() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("section", "rate"),
+    [
+        ("", (50.0, 100)),
+        ("clientConnection: {qps: 7.5, burst: 3}\n", (7.5, 3)),
+        ("clientConnection: {qps: 0, burst: 0}\n", (5.0, 10)),
+    ],
+    ids=["upstream's defaults", "configured values", "zeros are client-go's defaults, as upstream"],
+)
+def test_the_client_rate_limit_is_applied_as_the_go_manager_applies_it(
+    section: str, rate: tuple[float, int]
+) -> None:
+    config = parse_configuration(
+        "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\n" + section
+    )
+    assert client_rate_limit(config) == rate
