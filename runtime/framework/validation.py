@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from runtime.echo import elide
+
 __all__ = ["ErrorType", "FieldError", "Validation"]
 
 
@@ -96,15 +98,16 @@ class FieldError:
 
 
 def _render(value: Any) -> str:
+    """The value as Go prints a `BadValue` (JSON), cut to `runtime.echo.ECHO_LIMIT` characters."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return str(value)
+        return elide(str(value))
     if isinstance(value, str):
-        return orjson.dumps(value).decode()
-    return orjson.dumps(value, default=str).decode()
+        return elide(orjson.dumps(value).decode())
+    return elide(orjson.dumps(value, default=str).decode())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
