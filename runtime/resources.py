@@ -79,6 +79,11 @@ _DECIMAL_BY_EXPONENT = {e: s for s, e in _DECIMAL_SUFFIXES.items()}
 _BINARY_BY_EXPONENT = {e: s for s, e in _BINARY_SUFFIXES.items()}
 _NANO = Fraction(1, 10**9)
 _MAX_INT64 = 2**63 - 1
+_MAX_DIGITS = 100
+_MAX_MAGNITUDE = 100
+"""Quantities are refused beyond 100 significant digits or 1e100, where Go keeps any size: no resource comes
+near (int64, Go's cap for binary quantities, is below 1e19), and the bound keeps parsing and printing cheap
+for input such as `1e999999999`, which one tenant may write and every reconcile would parse."""
 # sign, integer digits, fraction digits, suffix; the number must have at least one digit (Go's CRD pattern).
 _QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?([a-zA-Z]*[-+]?[0-9]*)$")
 
@@ -102,15 +107,30 @@ class Quantity:
         if match is None or not (match.group(2) or match.group(3)):
             raise InvalidQuantityError(f"quantities must match the Kubernetes quantity syntax: {text!r}")
         sign, whole, frac, suffix = match.group(1), match.group(2), match.group(3) or "", match.group(4)
-        number = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
+        # Bounded work whatever the text: the significant digits and the decimal exponent are checked
+        # before any power of ten is built (`1e999999999` would otherwise take gigabytes).
+        digits = (whole + frac).lstrip("0")
+        if len(digits) > _MAX_DIGITS:
+            raise InvalidQuantityError(f"quantities must have at most {_MAX_DIGITS} significant digits")
+        number = Fraction(int(digits or "0"), 10 ** len(frac))
         if suffix in _DECIMAL_SUFFIXES:
-            fmt, value = Format.DECIMAL_SI, number * Fraction(10) ** _DECIMAL_SUFFIXES[suffix]
+            fmt, exponent = Format.DECIMAL_SI, _DECIMAL_SUFFIXES[suffix]
         elif suffix in _BINARY_SUFFIXES:
-            fmt, value = Format.BINARY_SI, number * 2 ** _BINARY_SUFFIXES[suffix]
-        elif len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[-+]?[0-9]+", suffix[1:]):
-            fmt, value = Format.DECIMAL_EXPONENT, number * Fraction(10) ** int(suffix[1:])
+            fmt, exponent = Format.BINARY_SI, 0
+            number *= 2 ** _BINARY_SUFFIXES[suffix]
+        elif 1 < len(suffix) <= 20 and suffix[0] in "eE" and re.fullmatch(r"[-+]?[0-9]+", suffix[1:]):
+            fmt, exponent = Format.DECIMAL_EXPONENT, int(suffix[1:])  # Go: a 64-bit exponent, else an error
         else:
             raise InvalidQuantityError(f"unable to parse quantity's suffix: {text!r}")
+        magnitude = len(digits) - len(frac) + exponent  # number * 10**exponent < 10**magnitude
+        if number and magnitude > _MAX_MAGNITUDE:
+            raise InvalidQuantityError(f"quantities must be less than 1e{_MAX_MAGNITUDE}: {text!r}")
+        if not number:
+            value = Fraction(0)
+        elif magnitude < -9:
+            value = _NANO  # below one nano unit: Go rounds it up to 1n
+        else:
+            value = number * Fraction(10) ** exponent
         # Go rounds every non-zero value up (away from zero) to the nano unit.
         value = Fraction(math.ceil(value / _NANO)) * _NANO
         if fmt is Format.BINARY_SI and value > _MAX_INT64:
