@@ -147,7 +147,10 @@ def build_manager(settings: Settings) -> Manager:
     config = settings.config
     qps, burst = client_rate_limit(config)
     client = Client.load(settings.kubeconfig, qps=qps, burst=burst)
-    registry = new_registry(feature_gates=config.feature_gates.enabled_set(), plugin_config=config.as_wire())
+    if settings.serving.operator_namespace is None:
+        registry = new_registry(config)
+    else:
+        registry = new_registry(config, operator_namespace=settings.serving.operator_namespace)
     cache = InformerCache(
         client.lister_watcher,
         by_object=cache_by_object(registry),

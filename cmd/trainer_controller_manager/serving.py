@@ -9,8 +9,11 @@ here a server never listens on all interfaces:
 - ``0`` turns the server off;
 - ``0.0.0.0``, ``::`` or ``[::]`` are refused (:class:`ServingError`).
 
-The Lease's namespace is ``leaderElection.resourceNamespace``, else ``POD_NAMESPACE`` (downward API), else
-left empty for the manager to read the service account's namespace (in a Pod) or fail (elsewhere).
+The namespace the manager runs in (the operator namespace: where the status server's Service and the
+webhook Secret live) is ``POD_NAMESPACE`` (downward API), else the service account's namespace file (in a
+Pod), else unknown (None: the Trainer glue's default, ``kubeflow-system``, as upstream). The Lease's namespace
+is ``leaderElection.resourceNamespace``, else the namespace the manager runs in, else empty: then the manager
+stops with an error (outside a cluster, name one).
 """
 
 from __future__ import annotations
@@ -18,14 +21,24 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from controller.trainer.config import Configuration
 
-__all__ = ["LOOPBACK", "Serving", "ServingError", "resolve_bind_address", "resolve_serving"]
+__all__ = [
+    "LOOPBACK",
+    "SERVICE_ACCOUNT_NAMESPACE_FILE",
+    "Serving",
+    "ServingError",
+    "operator_namespace",
+    "resolve_bind_address",
+    "resolve_serving",
+]
 
 LOOPBACK = "127.0.0.1"
 POD_IP_ENV = "POD_IP"
 POD_NAMESPACE_ENV = "POD_NAMESPACE"
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _ALL_INTERFACES = ("0.0.0.0", "::")
 
 
@@ -39,10 +52,12 @@ class ServingError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Serving:
-    """The resolved addresses (``"0"``: off) and the Lease namespace (``""``: the manager finds it)."""
+    """The resolved addresses (``"0"``: off), the namespace the manager runs in (None: unknown) and the
+    Lease's namespace (``""``: unknown, only without leader election or outside a cluster)."""
 
     metrics_bind_address: str
     health_probe_bind_address: str
+    operator_namespace: str | None
     leader_election_namespace: str
 
 
@@ -67,11 +82,28 @@ def resolve_bind_address(field: str, address: str, environ: Mapping[str, str]) -
     return f"{_host_for(pod_ip) if pod_ip else LOOPBACK}:{port}"
 
 
-def resolve_serving(config: Configuration, environ: Mapping[str, str]) -> Serving:
-    """The addresses and Lease namespace the manager gets; raises :class:`ServingError`."""
-    namespace = ""
+def operator_namespace(environ: Mapping[str, str], namespace_file: Path) -> str | None:
+    """``POD_NAMESPACE``, else the contents of ``namespace_file``, else None."""
+    namespace = environ.get(POD_NAMESPACE_ENV, "").strip()
+    if namespace:
+        return namespace
+    try:
+        return namespace_file.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None  # not in a Pod
+
+
+def resolve_serving(
+    config: Configuration,
+    environ: Mapping[str, str],
+    *,
+    namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE,
+) -> Serving:
+    """The addresses and namespaces the manager gets; raises :class:`ServingError`."""
+    own_namespace = operator_namespace(environ, namespace_file)
+    lease_namespace = ""
     if config.leader_election is not None:
-        namespace = config.leader_election.resource_namespace or environ.get(POD_NAMESPACE_ENV, "").strip()
+        lease_namespace = config.leader_election.resource_namespace or own_namespace or ""
     return Serving(
         metrics_bind_address=resolve_bind_address(
             "metrics.bindAddress", config.metrics.bind_address, environ
@@ -79,5 +111,6 @@ def resolve_serving(config: Configuration, environ: Mapping[str, str]) -> Servin
         health_probe_bind_address=resolve_bind_address(
             "health.healthProbeBindAddress", config.health.health_probe_bind_address, environ
         ),
-        leader_election_namespace=namespace,
+        operator_namespace=own_namespace,
+        leader_election_namespace=lease_namespace,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from trainer_controller_manager.serving import ServingError, resolve_bind_address, resolve_serving
 
@@ -48,29 +50,47 @@ def test_a_pod_ip_that_is_not_an_address_is_refused() -> None:
         resolve_bind_address("health.healthProbeBindAddress", ":8081", {"POD_IP": "pod-ip"})
 
 
-def test_the_defaults_bind_loopback_outside_a_pod() -> None:
-    serving = resolve_serving(parse_configuration(HEADER), {})
+def test_the_defaults_bind_loopback_outside_a_pod(tmp_path: Path) -> None:
+    serving = resolve_serving(parse_configuration(HEADER), {}, namespace_file=tmp_path / "absent")
     assert serving.metrics_bind_address == "127.0.0.1:8443"
     assert serving.health_probe_bind_address == "127.0.0.1:8081"
+    assert serving.operator_namespace is None
     assert serving.leader_election_namespace == ""
 
 
 @pytest.mark.parametrize(
-    ("section", "environ", "namespace"),
+    ("section", "environ", "file", "operator", "lease"),
     [
-        ("leaderElection: {leaderElect: true, resourceNamespace: ns1}\n", {"POD_NAMESPACE": "ns2"}, "ns1"),
-        ("leaderElection: {leaderElect: true}\n", {"POD_NAMESPACE": "ns2"}, "ns2"),
-        ("leaderElection: {leaderElect: true}\n", {}, ""),
-        ("", {"POD_NAMESPACE": "ns2"}, ""),
+        (
+            "leaderElection: {leaderElect: true, resourceNamespace: ns1}\n",
+            {"POD_NAMESPACE": "ns2"},
+            "ns3",
+            "ns2",
+            "ns1",
+        ),
+        ("leaderElection: {leaderElect: true}\n", {"POD_NAMESPACE": "ns2"}, "ns3", "ns2", "ns2"),
+        ("leaderElection: {leaderElect: true}\n", {}, "ns3\n", "ns3", "ns3"),
+        ("leaderElection: {leaderElect: true}\n", {"POD_NAMESPACE": " "}, None, None, ""),
+        ("", {"POD_NAMESPACE": "ns2"}, None, "ns2", ""),
     ],
     ids=[
-        "the configured namespace wins",
-        "else the Pod's namespace",
-        "else the manager finds it",
-        "no leader election, no namespace",
+        "the configured Lease namespace wins",
+        "else the Pod's namespace from the downward API",
+        "else the service account's namespace",
+        "else none: the manager will say so",
+        "no leader election, no Lease namespace",
     ],
 )
-def test_the_lease_namespace(section: str, environ: dict[str, str], namespace: str) -> None:
-    assert (
-        resolve_serving(parse_configuration(HEADER + section), environ).leader_election_namespace == namespace
-    )
+def test_the_namespaces(  # noqa: PLR0917 - one parameter per table column
+    tmp_path: Path,
+    section: str,
+    environ: dict[str, str],
+    file: str | None,
+    operator: str | None,
+    lease: str,
+) -> None:
+    namespace_file = tmp_path / "namespace"
+    if file is not None:
+        namespace_file.write_text(file)
+    serving = resolve_serving(parse_configuration(HEADER + section), environ, namespace_file=namespace_file)
+    assert (serving.operator_namespace, serving.leader_election_namespace) == (operator, lease)
