@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -94,8 +95,78 @@ def test_stingy_an_item_being_processed_is_not_handed_to_a_second_worker(
         assert "foo" not in ordering.touched  # adds while processing do not touch the ordering
 
 
-def test_many_producers_and_consumers_an_item_readded_while_processing_is_processed_again() -> None:
-    # upstream: TestReinsert
+def test_many_producers_and_consumers_run_concurrently_and_every_add_is_processed_one_at_a_time(
+    spawn: Any, wait_until: Any
+) -> None:
+    # The property itself, with real threads: producers and consumers released together by a barrier;
+    # each consumer re-adds an item the first time it processes it. Every wait is bounded.
+    producers, consumers, keys, rounds = 4, 4, 16, 40
+    lock = threading.Lock()
+    seq = itertools.count()
+    last_added: dict[int, int] = {}  # key -> sequence number taken just before its latest add
+    last_started: dict[int, int] = {}  # key -> sequence number taken just after its latest get
+    processed: dict[int, int] = dict.fromkeys(range(keys), 0)
+    in_flight: set[int] = set()
+    overlaps: list[int] = []
+    readded: set[int] = set()
+    barrier = threading.Barrier(producers + consumers, timeout=10.0)
+
+    def add(q: Queue[int], key: int) -> None:
+        with lock:
+            last_added[key] = next(seq)
+        q.add(key)
+
+    def produce(q: Queue[int]) -> None:
+        barrier.wait()
+        for _ in range(rounds):
+            for key in range(keys):
+                add(q, key)
+
+    def consume(q: Queue[int]) -> None:
+        barrier.wait()
+        while True:
+            key, shutdown = q.get()
+            if shutdown:
+                return
+            with lock:
+                if key in in_flight:
+                    overlaps.append(key)
+                in_flight.add(key)
+                last_started[key] = next(seq)
+                processed[key] += 1
+                first = key not in readded
+                readded.add(key)
+            if first:
+                add(q, key)  # re-added while being processed: must be processed again
+            with lock:
+                in_flight.discard(key)
+            q.done(key)
+
+    def every_add_was_followed_by_a_get() -> bool:
+        with lock:
+            return all(k in last_started and last_started[k] > last_added[k] for k in range(keys))
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows: more interleavings per run
+    try:
+        with Queue[int]() as q:
+            threads = [spawn(produce, q, name=f"test/producer-{i}") for i in range(producers)]
+            threads += [spawn(consume, q, name=f"test/consumer-{i}") for i in range(consumers)]
+            for producer in threads[:producers]:
+                producer.join()
+            wait_until(every_add_was_followed_by_a_get)
+            q.shut_down()
+            for consumer in threads[producers:]:
+                consumer.join()
+            assert len(q) == 0
+    finally:
+        sys.setswitchinterval(switch_interval)
+    assert overlaps == [], "an item was handed to two consumers at once"
+    assert all(count >= 2 for count in processed.values()), processed
+
+
+def test_an_item_readded_while_processing_is_processed_again() -> None:
+    # upstream: TestReinsert (one thread: the interleaving is forced by the order of calls)
     with Queue[str]() as q:
         q.add("foo")
         item, _ = q.get()
