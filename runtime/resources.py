@@ -14,10 +14,13 @@ Guarantees:
 - `pod_requests` follows the sidecar KEP formula: the sum of regular containers, plus restartable init
   containers (`restartPolicy: Always`) as sidecars, against the max of each ordinary init container (plus
   the sidecars started before it); pod-level `resources.requests` for cpu, memory and hugepages override
-  the container sum; `overhead` is added. Limits never count (upstream Q5: a GPU given only as a limit
+  the container sum; `overhead` is added. Limits never count (as upstream: a GPU given only as a limit
   contributes nothing to a PodGroup's `minResources`).
-- `gpu_count` is deterministic (fixes upstream Q11): resource names are read in sorted order, so when
+- `gpu_count` is deterministic (upstream picks from a Go map, at random): names are read sorted, so when
   several names contain "gpu" the same one wins on every run.
+- Parsing takes bounded time and memory whatever the text: more than 100 significant digits, an
+  exponent beyond 64 bits or a value of 1e100 or more is an `InvalidQuantityError` (Go keeps any size;
+  no resource comes near), and values below 1n round up to 1n without being built digit by digit.
 
 Deliberately missing: `DecimalExponent` rounding subtleties of numbers beyond int64 (values are kept exact
 here, where Go would cap BinarySI at 2^63-1 -- that cap is applied), in-place resize and DRA status inputs

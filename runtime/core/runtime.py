@@ -328,7 +328,7 @@ class RuntimeRegistry(Mapping[str, Runtime]):
         return runtime.validate(old, new, reader)
 
     def next_status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> StatusUpdate:
-        """The status after a reconcile, as upstream computes it once objects are applied (§4.1 steps 4 to 7).
+        """The status after a reconcile, as upstream's TrainJob reconcile computes it after applying objects.
 
         Unsupported runtime kind → `Failed=True` (TrainingRuntimeNotSupported), terminal. Otherwise: the
         Suspended condition; the status plugin's status (a `Failed` with reason DeadlineExceeded is kept over

@@ -1,7 +1,7 @@
 """runtime.plugins: the built-in plugins, in the one order every phase runs them.
 
 Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/registry.go`, whose map gave a random order
-within each phase (upstream Q6). Here the order is data, fixed and tested:
+within each phase, different from run to run. Here the order is data, fixed and tested:
 
     JobSet, PlainML, Torch, MPI, JAX, XGBoost, Flux, CoScheduling, Volcano, TrainJobStatus
 

@@ -34,7 +34,7 @@ Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/
 WatchExtension: ConfigMaps and Secrets controlled by a TrainJob and carrying that label (the same watches
 as MPI, declared once by the framework; trainer#3374).
 
-Upstream Q2, fixed by defaulting: upstream dereferences `spec.trainer` and `spec.trainer.numNodes` and
+An upstream crash, fixed by defaulting: upstream dereferences `spec.trainer` and `spec.trainer.numNodes` and
 crashes without them. Here N, the number of Flux hosts, is `spec.trainer.numNodes`, else the `node`
 PodSet's count (`mlPolicy.numNodes` for a trainer job, default 1, else the job's parallelism), so a
 TrainJob without a trainer section runs on the runtime's defaults, like the other ML policies.
@@ -466,7 +466,7 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
 
     @staticmethod
     def _num_hosts(info: Info, view: TrainJobView) -> int:
-        """`spec.trainer.numNodes`, else the `node` PodSet's count, else `mlPolicy.numNodes` (upstream Q2)."""
+        """`spec.trainer.numNodes`, else the `node` PodSet's count, else `mlPolicy.numNodes`."""
         num_nodes = as_dict(view.trainer).get("numNodes")
         if num_nodes is not None:
             return int(num_nodes)

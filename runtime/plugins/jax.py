@@ -6,7 +6,7 @@ Active when the runtime's `mlPolicy.jax` is set.
 
 EnforceMLPolicy:
 1. `spec.trainer.numNodes`, when set, becomes the count of the PodSet labelled ancestor `trainer`.
-2. Only when `spec.trainer` is set (as upstream, Q3: a TrainJob without it gets the runtime as written), the
+2. Only when `spec.trainer` is set (as upstream: a TrainJob without it gets the runtime as written), the
    trainer `node` container gets `JAX_NUM_PROCESSES` (the trainer count: one process per host),
    `JAX_PROCESS_ID` (the Job completion index) and `JAX_COORDINATOR_ADDRESS`
    (`<trainjob>-node-0-0.<trainjob>:29500`), and container port 29500. `spec.trainer.env` is added after

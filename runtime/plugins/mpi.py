@@ -14,7 +14,7 @@ EnforceMLPolicy:
 1. Counts. N = `spec.trainer.numNodes`, else `mlPolicy.numNodes` when the launcher or the node job carries
    the trainer ancestor label. The `node` PodSet gets N, or N - 1 (at least 1) with `runLauncherAsNode`,
    since the launcher is then one of the N hosts. A `launcher` PodSet labelled ancestor `trainer` always runs
-   one pod (upstream Q10 gave it `mlPolicy.numNodes` pods, and left `node` alone unless the TrainJob set
+   one pod (upstream gives it `mlPolicy.numNodes` pods, and left `node` alone unless the TrainJob set
    `numNodes`).
 2. Slots per host: `spec.trainer.numProcPerNode` if set, else the policy's; a policy value of 1 becomes the
    GPU count when that is above 1 (`resourcesPerNode`, else the runtime's `node` container). The result is
@@ -253,7 +253,7 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
         launcher = info.find_pod_set(constants.LAUNCHER)
         node = info.find_pod_set(constants.NODE)
         if launcher is not None and launcher.ancestor == constants.ANCESTOR_TRAINER:
-            launcher.count = 1  # one mpirun; upstream Q10 gave it mlPolicy.numNodes pods
+            launcher.count = 1  # one mpirun; upstream gives it mlPolicy.numNodes pods
         if node is None:
             return
         num_nodes: int | None = None

@@ -3,7 +3,7 @@
 Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/plainml/plainml.go`.
 
 Active when the runtime's mlPolicy is absent or sets none of `torch`, `mpi`, `jax` -- so also for XGBoost and
-Flux runtimes, where it runs before their plugins (registry order; upstream's order was random, Q6).
+Flux runtimes, where it runs before their plugins (registry order; upstream's order is random).
 
 EnforceMLPolicy:
 - `spec.trainer.numNodes`, when set, becomes the count of the PodSet labelled ancestor `trainer`;

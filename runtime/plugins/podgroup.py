@@ -10,7 +10,7 @@ Go origin: kubeflow/trainer `pkg/runtime/framework/plugins/coscheduling/coschedu
 - ComponentBuilder: the PodGroup `<trainjob>` in the TrainJob's namespace, controlled by it, with
   `minMember` = the pods of all replicated jobs (initializers and launcher included) and `minResources` =
   the sum over PodSets of one pod's requests times its count (`pod_group_totals`; requests only, limits
-  never count: upstream Q5), then the plugin's own spec fields (`pod_group_spec_fields`). It is built
+  never count, as upstream), then the plugin's own spec fields (`pod_group_spec_fields`). It is built
   only while the TrainJob is suspended or the PodGroup does not exist yet: a running gang is never resized
   under the scheduler's feet.
 - WatchExtension (`pod_group_watches`):

@@ -11,9 +11,10 @@ EnforceMLPolicy:
 2. Processes per node: `spec.trainer.numProcPerNode`, else `auto`; `auto` without GPUs becomes the CPU
    count (requests, else limits, rounded up; at least 1). Resources are `spec.trainer.resourcesPerNode`,
    else the runtime's `node` container's; the GPU count is deterministic (`runtime.resources.gpu_count`).
-3. Only when `spec.trainer` is set (upstream Q3): into the trainer `node` container, `spec.trainer.env`,
-   then `PET_NNODES`, `PET_NPROC_PER_NODE`, `PET_NODE_RANK` (the Job completion index) and, unless the
-   command is torchtune's `tune run`, `PET_MASTER_ADDR=<tj>-node-0-0.<tj>` and `PET_MASTER_PORT=29500`;
+3. Only when `spec.trainer` is set (as upstream, even if empty): into the trainer `node` container,
+   `spec.trainer.env`, then `PET_NNODES`, `PET_NPROC_PER_NODE`, `PET_NODE_RANK` (the Job completion index)
+   and, unless the command is torchtune's `tune run`, `PET_MASTER_ADDR=<tj>-node-0-0.<tj>` and
+   `PET_MASTER_PORT=29500`;
    for torchtune the command gets the rendezvous endpoint, recipe, config and the runtime's immutable
    configs instead. Then container port 29500.
 4. Every `envInjection` target container (container or init container of the named job) gets the three

@@ -8,8 +8,8 @@ defaults of `pkg/apis/config/v1alpha1/defaults.go`.
 Registered only with the feature gate `TrainJobStatus` (`runtime.plugins.builtin_registry`); active for
 every TrainJob then. Not to be confused with the `TrainJobStatus` extension point (the status phase, which
 the JobSet plugin implements): this plugin computes no status. It wires the pods to the status server
-(trainer-behavior 5.6), which lets them write `status.trainerStatus` with a token bound to their TrainJob
-instead of RBAC on TrainJobs. Hence the class name `TrainJobStatusPlugin`; its name is upstream's.
+(served by the controller), which lets them write `status.trainerStatus` with a token bound to their
+TrainJob instead of RBAC on TrainJobs. Hence the class name `TrainJobStatusPlugin`; its name is upstream's.
 
 Settings (`StatusServerSettings`, given to the plugin): the operator namespace, the Service and port the
 status server is reached at, and the Secret holding its CA. `StatusServerSettings.from_config` reads the
@@ -40,7 +40,7 @@ token or CA files, which are mounted in the launcher alone.
 
 ComponentBuilder, on every build: the ConfigMap `<trainjob>-tls-config` in the TrainJob's namespace, its
 `ca.crt` copied from the key `ca.crt` of the Secret `<operator ns>/<webhook secret name>` (the one the
-certificate rotator writes, trainer-behavior 5.2), with upstream's errors: "failed to look up status server
+webhook's certificate rotator writes), with upstream's errors: "failed to look up status server
 tls secret: ..." when the Secret cannot be read or does not exist, "failed to find status server ca.crt in
 tls secret" when it has no (or an empty) `ca.crt`. Re-applying it on every build carries a rotated CA into
 the ConfigMap, and the kubelet refreshes projected ConfigMaps in running pods.

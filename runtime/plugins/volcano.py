@@ -12,7 +12,7 @@ CustomValidation:
 - every `priorityClassName` of the (patched) pod templates must name an existing PriorityClass, read
   through the Reader (`scheduling.k8s.io/v1`); the built-in `system-cluster-critical` and
   `system-node-critical` always exist. Upstream stops checking at the first built-in class, so a later
-  missing class slipped through (Q9); here every distinct name is checked. The Reader needs get access to
+  missing class slipped through; here every distinct name is checked. The Reader needs get access to
   PriorityClasses, which upstream's ClusterRole lacks.
 
 EnforcePodGroupPolicy: every pod gets the annotation `scheduling.k8s.io/group-name: <trainjob>`.

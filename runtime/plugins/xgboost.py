@@ -11,7 +11,7 @@ CustomValidation: each `spec.trainer.env[i]` named `DMLC_TRACKER_URI`, `DMLC_TRA
 
 EnforceMLPolicy (needs a PodSet labelled ancestor `trainer`):
 1. `spec.trainer.numNodes`, when set, becomes its count.
-2. Only when `spec.trainer` is set (upstream Q3), the trainer `node` container gets
+2. Only when `spec.trainer` is set (as upstream, even if empty), the trainer `node` container gets
    `DMLC_TRACKER_URI=<trainjob>-node-0-0.<trainjob>` (rank 0 runs the tracker), `DMLC_TRACKER_PORT=29500`,
    `DMLC_TASK_ID` (the Job completion index) and `DMLC_NUM_WORKER` = count * workers per node, where a
    node runs one worker per GPU (`resourcesPerNode`, else the runtime's `node` container) or one without
