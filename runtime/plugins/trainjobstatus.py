@@ -52,7 +52,7 @@ name` (the same watch value as MPI and Flux, so the controller registers it once
 What changed from upstream, on purpose:
 - Settings are a value passed in, not a file read and a configuration pointer inside the plugin (pure).
 - The ConfigMap carries the label `trainer.kubeflow.org/trainjob-name` like every ConfigMap built here
-  (`runtime.info.owned_object_metadata`), so the controller's narrowed ConfigMap cache holds it.
+  (`runtime.ownership.owned_object_metadata`), so the controller's narrowed ConfigMap cache holds it.
 - The pod changes run in EnforceMLPolicy, as in upstream v2.3.0, but at a fixed place: last of the
   built-in plugins (registry order), so after every ML-policy plugin. Upstream's place in that phase is
   random; no other plugin touches these envs, mounts or volume, so the output is the same either way.
