@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import secrets
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,16 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from controller.envtest import Binaries, ControlPlane
+from runtime.core import RuntimeRegistry
+from runtime.framework import Framework, MemoryReader
+from runtime.plugins import builtin_registry
+
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 PLURALS = {
     "TrainJob": "trainjobs",
     "TrainingRuntime": "trainingruntimes",
     "ClusterTrainingRuntime": "clustertrainingruntimes",
-    "OptimizationJob": "optimizationjobs",
 }
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
@@ -36,7 +41,7 @@ ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
 
 class Trainer:
-    """A thin wrapper over CustomObjectsApi for the four Trainer kinds."""
+    """A thin wrapper over CustomObjectsApi for the three Trainer kinds."""
 
     def __init__(self, api: k8s.CustomObjectsApi) -> None:
         self.api = api
@@ -46,6 +51,14 @@ class Trainer:
         if obj["kind"] == "ClusterTrainingRuntime":
             return self.api.create_cluster_custom_object(GROUP, VERSION, plural, obj)  # type: ignore[no-any-return]
         return self.api.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, obj)  # type: ignore[no-any-return]
+
+    def create_with_status(
+        self, obj: dict[str, Any], namespace: str
+    ) -> tuple[dict[str, Any], int, dict[str, str]]:
+        """Create a namespaced object and return (object, HTTP status, headers)."""
+        return self.api.create_namespaced_custom_object_with_http_info(  # type: ignore[no-any-return]
+            GROUP, VERSION, namespace, PLURALS[obj["kind"]], obj
+        )
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         if kind == "ClusterTrainingRuntime":
@@ -332,12 +345,10 @@ def test_intel_mpi_is_refused_by_the_enum_although_go_defines_it(trainer: Traine
     )
 
 
-def test_mpi_num_proc_per_node_zero_is_invalid(trainer: Trainer, namespace: str) -> None:
-    # Upstream case 42.
-    expect_invalid(
-        lambda: trainer.create(mpi_runtime("zero-procs", numProcPerNode=0), namespace),
-        "NumProcPerNode in mpiPolicy must be >= 1",
-    )
+def test_mpi_num_proc_per_node_has_no_bound_as_in_upstream_v2_3(trainer: Trainer, namespace: str) -> None:
+    # The CEL rule `self >= 1` (upstream case 42) came after v2.3.0; its CRD accepts 0, and so does ours.
+    data, status, _ = trainer.create_with_status(mpi_runtime("zero-procs", numProcPerNode=0), namespace)
+    assert (status, data["spec"]["mlPolicy"]["mpi"]["numProcPerNode"]) == (201, 0)
 
 
 def test_flux_num_proc_per_node_zero_is_invalid_and_one_is_the_default(
@@ -475,17 +486,10 @@ def test_a_trainjob_without_a_runtime_ref_is_invalid(trainer: Trainer, namespace
 @pytest.mark.parametrize(
     ("trainer_spec", "fragments"),
     [
-        ({"numNodes": -1}, ("spec.trainer.numNodes",)),
-        ({"numProcPerNode": -5}, ("numProcPerNode must be greater than or equal to 1",)),
-        ({"numProcPerNode": 0}, ("numProcPerNode must be greater than or equal to 1",)),
         ({"image": "x" * 501}, ("spec.trainer.image", "Too long")),
+        ({"numNodes": 2**31}, ("spec.trainer.numNodes",)),
     ],
-    ids=[
-        "numNodes -1 (case 49)",
-        "numProcPerNode -5 (case 51)",
-        "numProcPerNode 0 (case 52)",
-        "image too long",
-    ],
+    ids=["image too long", "numNodes beyond int32"],
 )
 def test_invalid_trainer_values_are_rejected_by_the_schema(
     trainer: Trainer, namespace: str, trainer_spec: dict[str, Any], fragments: tuple[str, ...]
@@ -506,6 +510,35 @@ def test_edge_trainer_values_are_accepted(
     assert (
         trainer.create(trainjob("edge", trainer=trainer_spec), namespace)["spec"]["trainer"] == trainer_spec
     )
+
+
+NONSENSE_COUNTS = {
+    "numNodes -1 (case 49)": ({"numNodes": -1}, "spec.trainer.numNodes: Invalid value: -1"),
+    "numNodes 0": ({"numNodes": 0}, "spec.trainer.numNodes: Invalid value: 0"),
+    "numProcPerNode -5 (case 51)": ({"numProcPerNode": -5}, "spec.trainer.numProcPerNode: Invalid value: -5"),
+    "numProcPerNode 0 (case 52)": ({"numProcPerNode": 0}, "spec.trainer.numProcPerNode: Invalid value: 0"),
+}
+
+
+@pytest.mark.parametrize(("trainer_spec", "error"), NONSENSE_COUNTS.values(), ids=NONSENSE_COUNTS.keys())
+def test_counts_below_one_pass_the_schema_as_upstreams_and_fail_the_trainjob_validation(
+    trainer: Trainer,
+    namespace: str,
+    cluster_names: Callable[[str], str],
+    trainer_spec: dict[str, Any],
+    error: str,
+) -> None:
+    # Upstream v2.3.0's CRD has no bound on either count, so the API server stores them (201, no webhook
+    # here); the TrainJob webhook's validation, run on the object as stored, refuses them with a field error.
+    runtime_name = cluster_names("torch-distributed")
+    runtime = trainer.create(torch_runtime("ClusterTrainingRuntime", runtime_name))
+    job = trainjob("counts", trainer=trainer_spec)
+    job["spec"]["runtimeRef"]["name"] = runtime_name
+    stored, status, _ = trainer.create_with_status(job, namespace)
+    assert (status, stored["spec"]["trainer"]) == (201, trainer_spec)
+    registry = RuntimeRegistry(Framework(builtin_registry()))
+    errors = [str(e) for e in registry.validate(None, stored, MemoryReader([runtime])).errors]
+    assert errors == [f"{error}: must be greater than or equal to 1"]
 
 
 STORAGE_URIS = [
@@ -791,49 +824,83 @@ def test_trainer_status_needs_last_updated_time_and_a_percentage(trainer: Traine
     assert trainer.replace_status(created)["status"]["trainerStatus"]["metrics"] == metrics
 
 
-# -- OptimizationJob (API only) --------------------------------------------------------------------------
+# -- the CRDs themselves: what `kubectl explain` shows, and what it takes to install them ---------------
 
 
-def optimization_job(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "OptimizationJob",
-        "metadata": {"name": name},
-        "spec": {
-            "objectives": [{"metric": "loss"}],
-            "parameters": [{"name": "lr", "searchSpace": {"uniform": {"min": "0.001", "max": "0.1"}}}],
-            "trainJobTemplate": {"spec": {"runtimeRef": {"name": "torch-distributed"}}},
-            **spec,
-        },
-    }
+def served_schema(control_plane: ControlPlane, kind: str) -> dict[str, Any]:
+    """The kind's schema in the apiserver's published OpenAPI v3 document, which `kubectl explain` reads."""
+    response = control_plane.admin_request("GET", f"/openapi/v3/apis/{GROUP}/{VERSION}")
+    assert response.status == 200, response.body
+    schemas = json.loads(response.body)["components"]["schemas"]
+    return dict(schemas[f"org.kubeflow.trainer.{VERSION}.{kind}"])
 
 
-def test_an_optimization_job_is_accepted_with_its_defaults(trainer: Trainer, namespace: str) -> None:
-    spec = trainer.create(optimization_job("search"), namespace)["spec"]
-    assert spec["searchAlgorithm"] == {"random": {}}
-    assert (spec["numTrials"], spec["parallelTrials"]) == (1, 1)
-    assert spec["objectives"] == [{"metric": "loss", "direction": "Minimize"}]
-    assert spec["parameters"][0]["searchSpace"]["uniform"]["type"] == "Float"
-    assert spec["trainJobTemplate"]["spec"]["runtimeRef"]["kind"] == "ClusterTrainingRuntime"
-
-
-@pytest.mark.parametrize(
-    ("spec", "fragment"),
-    [
-        ({"numTrials": 2, "parallelTrials": 3}, "parallelTrials cannot exceed numTrials"),
-        ({"searchAlgorithm": {"grid": {}}}, "Grid search requires all parameters to be Categorical"),
-        (
-            {"searchAlgorithm": {"grid": {}, "random": {}}},
-            "exactly one of the fields in [random grid] must be set",
-        ),
-        (
-            {"parameters": [{"name": "lr", "searchSpace": {"uniform": {"min": "1", "max": "0.5"}}}]},
-            "min must be strictly less than max",
-        ),
-    ],
-    ids=["parallel over total", "grid over a range", "two algorithms", "empty range"],
-)
-def test_invalid_optimization_jobs_are_refused(
-    trainer: Trainer, namespace: str, spec: dict[str, Any], fragment: str
+def test_the_published_openapi_describes_our_fields_and_embedded_ones(
+    control_plane: ControlPlane, eventually: Callable[..., Any]
 ) -> None:
-    expect_invalid(lambda: trainer.create(optimization_job("bad", **spec), namespace), fragment)
+    schema = eventually(lambda: served_schema(control_plane, "TrainJob"))
+    trainer_fields = schema["properties"]["spec"]["properties"]["trainer"]["properties"]
+    assert "Number of training nodes" in trainer_fields["numNodes"]["description"]
+    env = trainer_fields["env"]["items"]["properties"]["name"]
+    assert env["description"]  # from the apiserver's own EnvVar schema
+    runtime = eventually(lambda: served_schema(control_plane, "TrainingRuntime"))
+    replicated = runtime["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"]
+    assert replicated["replicatedJobs"]["description"]  # from JobSet's CRD
+
+
+def test_kubectl_explain_prints_the_description_of_spec_trainer_num_nodes(
+    control_plane: ControlPlane, envtest_binaries: Binaries, eventually: Callable[..., Any]
+) -> None:
+    kubectl = envtest_binaries.kube_apiserver.parent / "kubectl"
+    if not kubectl.is_file():
+        pytest.skip(f"no kubectl beside kube-apiserver ({kubectl})")
+    eventually(lambda: served_schema(control_plane, "TrainJob"))
+
+    def explain() -> str:
+        done = subprocess.run(
+            [
+                str(kubectl),
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+                "explain",
+                "trainjobs.spec.trainer.numNodes",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    out = eventually(explain, timeout=30.0)
+    assert "FIELD: numNodes <integer>" in out
+    assert "Number of training nodes" in out
+
+
+@pytest.mark.parametrize("plural", sorted(PLURALS.values()))
+def test_each_crd_as_stored_fits_etcd_and_the_runtimes_need_server_side_apply(
+    control_plane: ControlPlane, plural: str
+) -> None:
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{GROUP}"
+    stored = control_plane.admin_request("GET", path)
+    assert stored.status == 200, stored.body
+    # As stored (server-side applied: managedFields included), well under etcd's 1.5 MiB request limit.
+    assert len(stored.body) < 1024 * 1024, len(stored.body)
+    # Client-side apply keeps the whole CRD in an annotation, and annotations may hold 256 KiB in all: too
+    # little for the runtime CRDs (as for upstream's), so they must be applied server-side.
+    crd = json.loads(stored.body)
+    last_applied = json.dumps(
+        {key: crd[key] for key in ("apiVersion", "kind", "spec")}, separators=(",", ":")
+    )
+    annotated = control_plane.admin_request(
+        "PATCH",
+        f"{path}?dryRun=All",
+        {"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied}}},
+        content_type="application/merge-patch+json",
+    )
+    too_large = len(last_applied) > 256 * 1024
+    assert too_large == (plural != "trainjobs"), len(last_applied)
+    assert annotated.status == (422 if too_large else 200), annotated.body[:500]
+    if too_large:
+        assert b"Too long" in annotated.body
