@@ -16,8 +16,9 @@ Controllers (:mod:`controller.controller`, wired by :mod:`controller.builder`)
 
 Reconcilers (:mod:`controller.reconcile`)
     are level-based: a request carries only namespace/name, and the reconciler reads the current state from
-    the cache. Event handlers (:mod:`controller.handler`) and predicates (:mod:`controller.predicate`) decide
-    which keys to enqueue.
+    the cache. Sources (:mod:`controller.source`) feed events (:mod:`controller.event`) through predicates
+    (:mod:`controller.predicate`) to event handlers (:mod:`controller.handler`), which decide which keys to
+    enqueue.
 
 Caches (:mod:`controller.cache`, :mod:`controller.informers`, :mod:`controller.indexers`)
     hold one shared informer per kind: a reflector lists and watches with client-go's resourceVersion

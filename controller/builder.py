@@ -51,6 +51,7 @@ from controller.handler import (
 )
 from controller.predicate import Predicate
 from controller.reconcile import Reconciler, Request
+from controller.source import Kind
 from controller.workqueue.rate_limiters import RateLimiter
 
 __all__ = ["BuilderManager", "ControllerBuilder"]
@@ -207,7 +208,7 @@ class ControllerBuilder:
         watches += self._watches
         for watch in watches:
             informer = self._manager.cache.get_informer(watch.gvk, block_until_synced=False)
-            ctrl.watch(informer, watch.handler, *self._global_predicates, *watch.predicates)
+            ctrl.watch(Kind(informer, watch.handler, *self._global_predicates, *watch.predicates))
         self._manager.add(ctrl)
         self._completed = True
         return ctrl

@@ -5,7 +5,7 @@ Go origin: controller-runtime ``pkg/internal/controller/controller.go`` (``Contr
 (defaults).
 
 Lifecycle: :meth:`Controller.watch` sources, then :meth:`Controller.start`: :meth:`Controller.warmup`
-creates the queue, registers an event handler on every source and waits until every source has delivered
+creates the queue, starts every source (:mod:`controller.source`) and waits until every source has delivered
 its initial list (at most ``cache_sync_timeout`` seconds: :class:`CacheSyncTimeout` otherwise); then
 ``max_concurrent_reconciles`` worker threads named ``controller/<name>/worker-<i>`` start.
 :meth:`Controller.stop` makes workers take no new request, shuts the queue down and joins them.
@@ -57,39 +57,24 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any, Protocol
 
 import structlog
 
 from controller import metrics
 from controller.clock import REAL_CLOCK, Clock
-from controller.handler import EventHandler, InformerEventAdapter
-from controller.predicate import Predicate
+from controller.handler import RequestQueue
 from controller.reconcile import Reconciler, Request, Result, is_terminal, reconcile_id
+from controller.source import Source
 from controller.workqueue.priority import PriorityInterface, PriorityQueue, PriorityQueueWrapper
 from controller.workqueue.rate_limiters import RateLimiter
 from controller.workqueue.rate_limiting import RateLimitingQueue
 
-__all__ = ["CacheSyncTimeout", "Controller", "Source"]
+__all__ = ["CacheSyncTimeout", "Controller"]
 
 _log = structlog.get_logger("controller.controller")
 
 SYNC_POLL_PERIOD = 0.1
 """Seconds between checks that sources have synced (``WaitForCacheSync`` polls every 100 ms)."""
-
-
-class Source(Protocol):
-    """Where events come from: a shared informer, or anything with the same two methods.
-
-    ``add_event_handler`` returns a registration; if the registration has ``has_synced()``, the controller
-    waits for it (the handler has seen the initial list), else for the source's ``has_synced()``. If the
-    source has ``remove_event_handler(registration)``, :meth:`Controller.stop` calls it.
-    """
-
-    def add_event_handler(self, handler: Any) -> Any: ...
-
-    def has_synced(self) -> bool: ...
 
 
 class CacheSyncTimeout(TimeoutError):
@@ -128,12 +113,14 @@ class Controller:
         self._need_leader_election = need_leader_election
         self._clock = clock
         self._lock = threading.Lock()
-        # Guarded by _lock: sources registered before start (then registered on start), start state.
-        self._watches: list[tuple[Source, EventHandler, tuple[Predicate, ...]]] = []
-        self._registrations: list[tuple[Source, Any]] = []
+        # Guarded by _lock: sources watched before start (then started on warmup), sources started and not
+        # yet stopped, start state.
+        self._watches: list[Source] = []
+        self._sources: list[Source] = []
         self._started = False
         self._queue: PriorityInterface[Request] | None = None
-        self._handler_queue: Any = None  # what handlers add to: the queue itself, not the wrapper
+        # What sources add to: the queue itself, not the wrapper; set with _queue.
+        self._handler_queue: RequestQueue | None = None
         self._workers: list[threading.Thread] = []
         # Set by stop(): workers take no new request once it is set.
         self._stopping = threading.Event()
@@ -146,18 +133,18 @@ class Controller:
 
     # --- configuration --------------------------------------------------------------------------------
 
-    def watch(self, source: Source, handler: EventHandler, *predicates: Predicate) -> None:
-        """Feeds ``source``'s events, filtered by ``predicates``, through ``handler`` into the queue.
+    def watch(self, source: Source) -> None:
+        """Feeds ``source`` (e.g. :class:`controller.source.Kind`) into the queue (``Controller.Watch``).
 
-        Before :meth:`warmup`/:meth:`start`, the source is registered and waited for then. After, it is
-        registered at once, and not waited for.
+        Before :meth:`warmup`/:meth:`start`, the source is started and waited for then. After, it is
+        started at once, and not waited for.
         """
         with self._lock:
-            if self._queue is None:
-                self._watches.append((source, handler, predicates))
-                return
             queue = self._handler_queue
-        self._register(source, handler, predicates, queue)
+            if queue is None:
+                self._watches.append(source)
+                return
+        self._start_source(source, queue)
 
     def need_leader_election(self) -> bool:
         """Whether the manager must hold the lease before starting this controller (default True)."""
@@ -172,7 +159,7 @@ class Controller:
 
     # --- start and stop -------------------------------------------------------------------------------
 
-    def _new_queue(self) -> tuple[PriorityInterface[Request], Any]:
+    def _new_queue(self) -> tuple[PriorityInterface[Request], RequestQueue]:
         if self._use_priority_queue:
             pq: PriorityQueue[Request] = PriorityQueue(
                 name=self.name, clock=self._clock, rate_limiter=self._rate_limiter
@@ -183,30 +170,22 @@ class Controller:
         )
         return PriorityQueueWrapper(plain), plain
 
-    def _register(
-        self, source: Source, handler: EventHandler, predicates: tuple[Predicate, ...], queue: Any
-    ) -> None:
-        registration = source.add_event_handler(InformerEventAdapter(handler, queue, predicates))
+    def _start_source(self, source: Source, queue: RequestQueue) -> None:
+        source.start(queue)
         with self._lock:
             stopped = self._stopping.is_set()
             if not stopped:
-                self._registrations.append((source, registration))
-        if stopped:  # stop() ran meanwhile and did not see this registration
-            remove: Callable[[Any], None] | None = getattr(source, "remove_event_handler", None)
-            if remove is not None:
-                remove(registration)
+                self._sources.append(source)
+        if stopped:  # stop() ran meanwhile and did not see this source
+            source.stop()
 
     def _synced(self) -> bool:
         with self._lock:
-            registrations = list(self._registrations)
-        for source, registration in registrations:
-            has_synced: Callable[[], bool] = getattr(registration, "has_synced", source.has_synced)
-            if not has_synced():
-                return False
-        return True
+            sources = list(self._sources)
+        return all(source.has_synced() for source in sources)
 
     def warmup(self, stop: threading.Event | None = None) -> bool:
-        """Creates the queue, registers the sources and waits for them to sync; starts no worker.
+        """Creates the queue, starts the sources and waits for them to sync; starts no worker.
 
         True once synced (also on later calls); False if ``stop`` (or :meth:`stop`) ended the wait. Raises
         :class:`CacheSyncTimeout` if the sources do not sync in ``cache_sync_timeout`` seconds. From here
@@ -215,14 +194,15 @@ class Controller:
         with self._lock:
             if self._stopping.is_set():
                 return False
-            if self._queue is None:
+            if self._handler_queue is None:
                 self._queue, self._handler_queue = self._new_queue()
                 watches, self._watches = self._watches, []
                 self._init_metrics()
             else:
                 watches = []
-        for source, handler, predicates in watches:
-            self._register(source, handler, predicates, self._handler_queue)
+            queue = self._handler_queue
+        for source in watches:
+            self._start_source(source, queue)
 
         deadline = self._clock.monotonic() + self._cache_sync_timeout
         stop = stop if stop is not None else self._stopping
@@ -267,7 +247,7 @@ class Controller:
         _log.info("controller.started", controller=self.name, workers=self._workers_wanted)
 
     def stop(self, timeout: float | None = None) -> bool:
-        """Takes no new request, shuts the queue down, unregisters from the sources and joins the workers.
+        """Takes no new request, shuts the queue down, stops the sources and joins the workers.
 
         Returns True if all workers have exited.
 
@@ -277,13 +257,11 @@ class Controller:
         self._stopping.set()
         with self._lock:
             queue, workers = self._queue, list(self._workers)
-            registrations, self._registrations = self._registrations, []
+            sources, self._sources = self._sources, []
         if queue is not None:
             queue.shut_down()
-        for source, registration in registrations:
-            remove: Callable[[Any], None] | None = getattr(source, "remove_event_handler", None)
-            if remove is not None:
-                remove(registration)
+        for source in sources:
+            source.stop()
         deadline = None if timeout is None else self._clock.monotonic() + timeout
         for worker in workers:
             remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())

@@ -1,10 +1,9 @@
-"""Events, and the handlers that turn them into reconcile requests on a controller's queue.
+"""Event handlers: they turn events into reconcile requests on a controller's queue.
 
-Go origin: controller-runtime ``pkg/event`` (the four event kinds), ``pkg/handler``
-(``EnqueueRequestForObject``, ``EnqueueRequestForOwner``, ``EnqueueRequestsFromMapFunc``, ``Funcs``,
-``WithLowPriorityWhenUnchanged``) and
-``pkg/internal/source/event_handler.go`` (:class:`InformerEventAdapter`, the bridge from an informer's
-``on_add``/``on_update``/``on_delete`` callbacks to predicates and a handler).
+Go origin: controller-runtime ``pkg/handler`` (``EnqueueRequestForObject``, ``EnqueueRequestForOwner``,
+``EnqueueRequestsFromMapFunc``, ``Funcs``, ``WithLowPriorityWhenUnchanged``). The events are
+:mod:`controller.event`; the bridge from an informer through predicates to a handler is
+:mod:`controller.source`.
 
 Guarantees:
 
@@ -19,10 +18,6 @@ Guarantees:
   builder's ``WithLowPriorityWhenUnchanged`` wrapper for the owner handler); wrap a handler of your own with
   :func:`with_low_priority_when_unchanged` to get the same. Deletes and generic events use the default
   priority.
-- :class:`InformerEventAdapter` unwraps a ``DeletedFinalStateUnknown`` tombstone into a :class:`DeleteEvent`
-  with ``delete_state_unknown=True`` (the object is the last state the cache knew), runs the predicates of
-  the event's kind in order (all must pass), then calls the handler. It runs on the informer's delivery
-  thread and holds no lock while predicates and handlers run.
 
 Deliberately missing: typed (generic) events and requests, ``EnqueueRequestForOwner``'s REST-mapper lookup
 of the owner's scope (the caller says whether the owner kind is namespaced), and ``context`` arguments.
@@ -32,72 +27,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 import structlog
 
-from controller.informers.store import DeletedFinalStateUnknown
+from controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from controller.object import Object
 from controller.reconcile import Request
 from controller.workqueue.priority import LOW_PRIORITY
 
-if TYPE_CHECKING:
-    from controller.predicate import Predicate
-
 __all__ = [
     "LOW_PRIORITY",
-    "CreateEvent",
-    "DeleteEvent",
     "EnqueueRequestForObject",
     "EnqueueRequestForOwner",
     "EnqueueRequestsFromMapFunc",
     "EventHandler",
     "Funcs",
-    "GenericEvent",
     "GroupKind",
-    "InformerEventAdapter",
     "MapFunc",
     "PriorityRequestQueue",
     "RequestQueue",
-    "UpdateEvent",
     "with_low_priority_when_unchanged",
 ]
 
 _log = structlog.get_logger("controller.handler")
-
-
-# --- events (pkg/event) -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CreateEvent:
-    """An object appeared in the cache; ``is_in_initial_list`` when it came from the informer's first list."""
-
-    object: Object
-    is_in_initial_list: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateEvent:
-    """An object changed, or was replayed by a relist or resync (then both resourceVersions are equal)."""
-
-    object_old: Object
-    object_new: Object
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteEvent:
-    """An object left the cache; ``delete_state_unknown`` when the delete was missed and seen on relist."""
-
-    object: Object
-    delete_state_unknown: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GenericEvent:
-    """An event from outside the API server (a channel source, a timer) about an object."""
-
-    object: Object
 
 
 # --- queues as handlers see them --------------------------------------------------------------------------
@@ -369,52 +322,3 @@ def with_low_priority_when_unchanged(handler: EventHandler) -> EventHandler:
         delete_fn=handler.delete,
         generic_fn=handler.generic,
     )
-
-
-# --- the informer bridge (pkg/internal/source/event_handler.go) -------------------------------------------
-
-
-class InformerEventAdapter:
-    """An informer event handler that feeds one controller: predicates, then the handler, into the queue.
-
-    Register it with ``informer.add_event_handler(adapter)``.
-    """
-
-    __slots__ = ("_handler", "_predicates", "_queue")
-
-    def __init__(
-        self, handler: EventHandler, queue: RequestQueue, predicates: Sequence[Predicate] = ()
-    ) -> None:
-        self._handler = handler
-        self._queue = queue
-        self._predicates = tuple(predicates)
-
-    def on_add(self, obj: Object, is_in_initial_list: bool) -> None:
-        event = CreateEvent(object=obj, is_in_initial_list=is_in_initial_list)
-        for predicate in self._predicates:
-            if not predicate.create(event):
-                return
-        self._handler.create(event, self._queue)
-
-    def on_update(self, old: Object, new: Object) -> None:
-        event = UpdateEvent(object_old=old, object_new=new)
-        for predicate in self._predicates:
-            if not predicate.update(event):
-                return
-        self._handler.update(event, self._queue)
-
-    def on_delete(self, obj: Any) -> None:
-        if isinstance(obj, DeletedFinalStateUnknown):
-            if not isinstance(obj.obj, dict):
-                _log.error("handler.unexpected_tombstone_object", key=obj.key, type=type(obj.obj).__name__)
-                return
-            event = DeleteEvent(object=obj.obj, delete_state_unknown=True)
-        else:
-            event = DeleteEvent(object=obj)
-        for predicate in self._predicates:
-            if not predicate.delete(event):
-                return
-        self._handler.delete(event, self._queue)
-
-    def __repr__(self) -> str:
-        return f"InformerEventAdapter({self._handler!r}, predicates={len(self._predicates)})"

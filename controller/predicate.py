@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from controller.handler import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from controller.object import Object
 
 __all__ = [

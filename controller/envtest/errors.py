@@ -6,10 +6,17 @@ exception raised by the package is an :class:`EnvtestError`; causes are chained 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from controller.envtest.process import ManagedProcess
+
+class LoggedProcess(Protocol):
+    """What a :class:`StartError` reads of a process (``envtest.process.ManagedProcess`` has it)."""
+
+    @property
+    def log_path(self) -> Path: ...
+
+    def log_tail(self) -> str: ...
 
 
 class EnvtestError(Exception):
@@ -27,7 +34,7 @@ class StartError(EnvtestError):
         self.address_in_use = address_in_use
 
     @classmethod
-    def for_process(cls, process: ManagedProcess, what: str) -> StartError:
+    def for_process(cls, process: LoggedProcess, what: str) -> StartError:
         tail = process.log_tail()
         return cls(
             f"{what}; last lines of {process.log_path}:\n{tail}",

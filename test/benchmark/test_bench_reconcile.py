@@ -19,6 +19,7 @@ import pytest
 from controller.controller import Controller
 from controller.handler import EnqueueRequestForObject
 from controller.reconcile import Request, Result
+from controller.source import Kind
 
 pytestmark = pytest.mark.benchmark
 
@@ -75,7 +76,7 @@ def test_noop_reconciles_per_second(workers: int, use_priority_queue: bool) -> N
         name, reconciler, max_concurrent_reconciles=workers, use_priority_queue=use_priority_queue
     )
     source = MemorySource()
-    ctrl.watch(source, EnqueueRequestForObject())
+    ctrl.watch(Kind(source, EnqueueRequestForObject()))
     try:
         assert ctrl.warmup()
         wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -19,8 +19,9 @@ from controller.clock import FakeClock
 
 
 class FakeRegistration:
-    def __init__(self, informer: FakeInformer) -> None:
+    def __init__(self, informer: FakeInformer, handler: Any) -> None:
         self._informer = informer
+        self.handler = handler
 
     def has_synced(self) -> bool:
         return self._informer.synced
@@ -33,7 +34,10 @@ class FakeInformer:
 
     def add_event_handler(self, handler: Any, resync_period: float | None = None) -> FakeRegistration:
         self.handlers.append(handler)
-        return FakeRegistration(self)
+        return FakeRegistration(self, handler)
+
+    def remove_event_handler(self, registration: FakeRegistration) -> None:
+        self.handlers.remove(registration.handler)
 
     def has_synced(self) -> bool:
         return self.synced

@@ -16,6 +16,7 @@ from controller.handler import EnqueueRequestForObject
 from controller.informers.shared_informer import SharedIndexInformer
 from controller.informers.testing import FakeListerWatcher
 from controller.reconcile import Request, Result
+from controller.source import Kind
 
 
 def cm(name: str) -> dict[str, object]:
@@ -57,7 +58,7 @@ def test_the_initial_list_and_later_changes_are_reconciled(
     api.add(cm("listed-2"))
     seen = Seen()
     ctrl = Controller(fresh_name, seen)
-    ctrl.watch(informer, EnqueueRequestForObject())
+    ctrl.watch(Kind(informer, EnqueueRequestForObject()))
     informer.start()
     try:
         ctrl.start()  # returns once the informer's initial list reached the controller's handler

@@ -19,6 +19,7 @@ from controller.clock import FakeClock
 from controller.controller import CacheSyncTimeout, Controller
 from controller.handler import EnqueueRequestForObject
 from controller.reconcile import Func, Request, Result, TerminalError, reconcile_id
+from controller.source import Kind
 
 REQ = Request("ns", "a")
 SENTINEL = Request("ns", "sentinel")
@@ -203,7 +204,7 @@ def test_one_keys_failures_do_not_slow_another_key(make: Callable[..., Controlle
 
 def test_start_preinitialises_every_series(make: Callable[..., Controller], informer: Any) -> None:
     ctrl = make(Script(), max_concurrent_reconciles=3)
-    ctrl.watch(informer, EnqueueRequestForObject())
+    ctrl.watch(Kind(informer, EnqueueRequestForObject()))
     ctrl.start()
     for result in ("success", "error", "requeue", "requeue_after"):
         assert total(ctrl.name, result) == 0
@@ -349,7 +350,7 @@ def test_workers_are_named_after_the_controller_and_joined_on_stop(
     make: Callable[..., Controller], informer: Any
 ) -> None:
     ctrl = make(Script(), max_concurrent_reconciles=2)
-    ctrl.watch(informer, EnqueueRequestForObject())
+    ctrl.watch(Kind(informer, EnqueueRequestForObject()))
     ctrl.start()
     names = {t.name for t in threading.enumerate()}
     assert {f"controller/{ctrl.name}/worker-0", f"controller/{ctrl.name}/worker-1"} <= names
@@ -369,7 +370,7 @@ def test_no_reconcile_starts_before_sources_sync_and_a_timeout_fails_start(
     script = Script()
     ctrl = make(script, cache_sync_timeout=10.0)
     unsynced = new_informer(synced=False)
-    ctrl.watch(unsynced, EnqueueRequestForObject())
+    ctrl.watch(Kind(unsynced, EnqueueRequestForObject()))
     started_at = clock.monotonic()
     thread, out = in_thread(ctrl.start)
     step_until(clock, thread, 0.5, 60.0)
@@ -390,7 +391,7 @@ def test_sources_that_sync_late_start_the_workers_then(
     seen = threading.Event()
     ctrl = make(Func(lambda r: (seen.set(), Result())[1]), cache_sync_timeout=10.0)
     late = new_informer(synced=False)
-    ctrl.watch(late, EnqueueRequestForObject())
+    ctrl.watch(Kind(late, EnqueueRequestForObject()))
     thread, out = in_thread(ctrl.start)
     while not late.handlers:  # the controller registers its handler on the starting thread
         thread.join(0.001)
@@ -410,7 +411,7 @@ def test_stop_while_waiting_for_sync_returns_without_workers(
 ) -> None:
     # "should not error when controller Start context is cancelled during Sources WaitForSync"
     ctrl = make(Script())
-    ctrl.watch(new_informer(synced=False), EnqueueRequestForObject())
+    ctrl.watch(Kind(new_informer(synced=False), EnqueueRequestForObject()))
     stop = threading.Event()
     thread, out = in_thread(lambda: ctrl.start(stop))
     stop.set()
@@ -442,7 +443,7 @@ def test_events_reach_the_reconciler_through_watch(
         return Result()
 
     ctrl = make(Func(reconcile))
-    ctrl.watch(informer, EnqueueRequestForObject())
+    ctrl.watch(Kind(informer, EnqueueRequestForObject()))
     ctrl.start()
     informer.add(mkobj("x"))
     with cond:

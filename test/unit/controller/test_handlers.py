@@ -9,22 +9,19 @@ from typing import Any
 import pytest
 
 from controller.clock import FakeClock
+from controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from controller.handler import (
-    CreateEvent,
-    DeleteEvent,
     EnqueueRequestForObject,
     EnqueueRequestForOwner,
     EnqueueRequestsFromMapFunc,
     Funcs,
-    GenericEvent,
-    InformerEventAdapter,
-    UpdateEvent,
     with_low_priority_when_unchanged,
 )
 from controller.informers.store import DeletedFinalStateUnknown
 from controller.predicate import Funcs as PredicateFuncs
 from controller.predicate import GenerationChangedPredicate
 from controller.reconcile import Request
+from controller.source import InformerEventAdapter
 from controller.workqueue.priority import LOW_PRIORITY, PriorityQueue
 from controller.workqueue.queue import Queue
 

@@ -28,6 +28,7 @@ from controller.handler import EnqueueRequestForObject
 from controller.informers.testing import FakeListerWatcher
 from controller.manager import LeaderElectionLost, Manager, ManagerError
 from controller.reconcile import Request, Result
+from controller.source import Kind
 from controller.transport import Transport
 
 CONFIGMAP = GVK("", "v1", "ConfigMap")
@@ -259,7 +260,7 @@ def test_the_metrics_endpoint_serves_the_registry_under_controller_runtimes_name
             leader_election_client=lease_api,
         )
         controller = Controller(fresh_name, Idle(), use_priority_queue=False, clock=clock)
-        controller.watch(new_informer(), EnqueueRequestForObject())
+        controller.watch(Kind(new_informer(), EnqueueRequestForObject()))
         mgr.add(controller)
         mgr.add(Lifecycle(journal, "after", leader=True))
         running(mgr)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.handler import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from controller.predicate import (
     AnnotationChangedPredicate,
     Funcs,
