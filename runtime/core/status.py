@@ -133,7 +133,12 @@ def check_deadline(trainjob: TrainJob, status: TrainJobStatus, now: datetime) ->
         start_text = suspended.get("lastTransitionTime")
     if not start_text:
         return DeadlineCheck()
-    deadline = parse_time(str(start_text)) + timedelta(seconds=int(seconds))
+    try:
+        deadline = parse_time(str(start_text)) + timedelta(seconds=int(seconds))
+    except OverflowError:
+        # Past year 9999 (`activeDeadlineSeconds` is an int64): it never comes. Go's Duration would wrap
+        # around to a negative time and fail the TrainJob at once instead.
+        return DeadlineCheck()
     if now > deadline:
         return DeadlineCheck(exceeded=True)
     remaining = (deadline - now).total_seconds()

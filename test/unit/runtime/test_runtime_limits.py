@@ -367,6 +367,15 @@ def test_build_info_refuses_a_count_that_is_not_a_bounded_integer(value: Any, me
     assert count_error("x", MAX_PODS_PER_JOB, MAX_PODS_PER_JOB) is None
 
 
+@pytest.mark.parametrize("seconds", [INT32_MAX, INT64_MAX, 10**30])
+def test_an_active_deadline_at_the_int_maxima_is_a_deadline_not_a_crash(seconds: int) -> None:
+    # Before: int64 max raised OverflowError out of next_status (a date past year 9999).
+    trainjob = MAKE.trainjob(activeDeadlineSeconds=seconds, suspend=False)
+    update = _registry().next_status(trainjob, MemoryReader([]), NOW)
+    assert not update.delete_jobset
+    assert update.requeue_after is None or update.requeue_after > 0
+
+
 # Random large counts through every entry point -------------------------------------------------------------
 
 
