@@ -71,6 +71,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -1099,11 +1100,20 @@ def down(name: str = DEFAULT_NAME, *, binaries: Binaries | None = None) -> None:
 
 
 def env_lines(name: str = DEFAULT_NAME) -> list[str]:
-    """The shell lines that point tools and test/e2e at the running cluster ``name``."""
+    """The shell lines that point tools and test/e2e at the running cluster ``name``.
+
+    ``PATH`` starts with the directory of the pinned kubectl, so ``kubectl`` is the one built for this
+    cluster: a kubectl of the machine's own may be outside the version skew Kubernetes supports (±1 minor).
+    """
     state = ClusterState.read(name)
     if state is None:
         raise ClusterError(f"cluster {name!r} is not up; start it with `make cluster-up`")
-    return [f"export KUBECONFIG={state.kubeconfig}", "export E2E_CLUSTER=kwok"]
+    kubectl_dir = shlex.quote(str(Path(state.kubectl).parent))
+    return [
+        f"export KUBECONFIG={shlex.quote(state.kubeconfig)}",
+        f'export PATH={kubectl_dir}:"$PATH"',
+        "export E2E_CLUSTER=kwok",
+    ]
 
 
 # ------------------------------------------------------------------------------ the TrainJob pipeline by hand
@@ -1435,8 +1445,14 @@ def _describe(obj: Mapping[str, Any]) -> str:
     return f"{obj['kind']} {where}{metadata['name']}"
 
 
-def _show_health(name: str, state: ClusterState, kubectl: Kubectl) -> None:
-    print(f"\n== Tier 2 cluster {name!r} (API server {state.server}; up in {state.start_seconds:.1f} s)")
+def _show_health(name: str, state: ClusterState, kubectl: Kubectl, *, reused: bool) -> None:
+    if reused:  # a re-run: say so rather than report the old start-up time as if it had just happened
+        age = max(0, int(time.time() - state.started_at))
+        since = f"{age // 3600} h {age % 3600 // 60} min" if age >= 3600 else f"{age // 60} min {age % 60} s"
+        started = f"already running, reused: started {since} ago, not restarted"
+    else:
+        started = f"started now in {state.start_seconds:.1f} s"
+    print(f"\n== Tier 2 cluster {name!r} (API server {state.server}; {started})")
     print(kubectl("get", "nodes", "-o", "wide").rstrip())
     print("\n== Health")
     readyz = kubectl("get", "--raw=/readyz?verbose")
@@ -1476,9 +1492,10 @@ def _jobs_line(jobs: Sequence[Mapping[str, Any]]) -> str:
 def demo(name: str = DEFAULT_NAME) -> None:
     """Bring the cluster up if needed and show it healthy; install the Trainer API and run the sample
     TrainJob through the pipeline by hand (render, apply, JobSet on kwok, status); leave it all up."""
+    requested = time.time()
     state = up(ClusterOptions(name=name))
     kubectl = state.kubectl_runner()
-    _show_health(name, state, kubectl)
+    _show_health(name, state, kubectl, reused=state.started_at < requested)
     manifests = read_manifests(DEMO_TRAINJOB, (constants.TRAINJOB_KIND,))
     if len(manifests) != 1:
         raise ClusterError(f"{DEMO_TRAINJOB} must hold exactly one TrainJob")
