@@ -10,9 +10,10 @@ What kube-apiserver v1.36.3 does, as the table records it (go-openapi's `IsFloat
 - a whole float where the schema says integer or int-or-string is accepted and stored as the integer
   (`2.0` → `2`, `-1.0` → `-1`), up to ±(2**53 - 1); `1.5`, `-1.5`, `1.0000000001` and `2**53` are
   rejected with 422, and so is a whole float outside the field's int32 range;
-- CEL reads the float it decoded, so a rule on such a field cannot evaluate: `numProcPerNode: 2.0` is
-  rejected ("invalid data, expected int, got float64"), while `activeDeadlineSeconds: 60.0` passes,
-  since its only rule reads `oldSelf` and runs on updates only.
+- CEL reads the float it decoded, so a rule on such a field cannot evaluate ("invalid data, expected int,
+  got float64"; a runtime's `mlPolicy.flux.numProcPerNode: 2.0`, checked offline in
+  test/unit/render/test_render_cli.py), while `activeDeadlineSeconds: 60.0` passes, since its only rule
+  reads `oldSelf` and runs on updates only. A TrainJob's `numProcPerNode` has no rule (as upstream v2.3.0).
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ CASES = [
     Case(id="a whole float must fit the field's int32", path="trainer.numNodes", value=3e9, accepted=False),
     Case(id="a whole float whose only rule is a transition rule is accepted on create",
          path="activeDeadlineSeconds", value=60.0, accepted=True, stored=60),
-    Case(id="a whole float where CEL reads the field cannot be evaluated", path="trainer.numProcPerNode",
-         value=2.0, accepted=False),
+    Case(id="a whole float in a field without rules, as upstream v2.3.0", path="trainer.numProcPerNode",
+         value=2.0, accepted=True, stored=2),
     Case(id="an int-or-string quantity takes 1.0 as 1", path=CPU, value=1.0, accepted=True, stored=1),
     Case(id="an int-or-string quantity takes -1.0 as -1", path=CPU, value=-1.0, accepted=True, stored=-1),
     Case(id="an int-or-string quantity refuses 1.5", path=CPU, value=1.5, accepted=False),
