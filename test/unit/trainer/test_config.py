@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.trainer.config import (
     API_VERSION,
@@ -383,3 +385,35 @@ def test_go_durations_are_parsed(text: str, seconds: float) -> None:
 def test_malformed_durations_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)
+
+
+# --- arbitrary input ---------------------------------------------------------------------------------------
+
+_KEYS = st.sampled_from(
+    ["webhook", "port", "host", "metrics", "bindAddress", "secureServing", "health", "leaderElection",
+     "leaderElect", "leaseDuration", "controller", "groupKindConcurrency", "clientConnection", "qps", "burst",
+     "statusServer", "featureGates", "TrainJobStatus", "tls", "minVersion", "nextProtos", "other"]
+)  # fmt: skip
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100)
+@given(body=st.dictionaries(_KEYS, _VALUES, max_size=5))
+def test_arbitrary_input_loads_or_fails_with_a_configuration_error(body: dict[str, object]) -> None:
+    import yaml
+
+    document = {"apiVersion": API_VERSION, "kind": "Configuration", **body}
+    try:
+        config = parse_configuration(yaml.safe_dump(document))
+    except ConfigurationError as exc:
+        assert exc.errors
+        assert all(isinstance(e.field, str) and e.message for e in exc.errors)
+    else:
+        assert 1 <= config.webhook.port <= 65535
+        assert config.client_connection.qps >= 0
+        assert all(v >= 1 for v in config.controller.group_kind_concurrency.values())

@@ -1,0 +1,160 @@
+"""The manager binary against a real kube-apiserver: it serves its probes and metrics, stops with status 0 on
+SIGTERM, and exits with status 3 when its Lease is taken from it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from controller.envtest import ControlPlane
+
+CONFIG = """\
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+health: {{healthProbeBindAddress: "127.0.0.1:0"}}
+metrics: {{bindAddress: "127.0.0.1:0"}}
+controller:
+  groupKindConcurrency: {{TrainJob.trainer.kubeflow.org: 5}}
+{leader_election}
+"""
+LEADER_ELECTION = """\
+leaderElection:
+  leaderElect: true
+  resourceName: {name}
+  leaseDuration: 3s
+  renewDeadline: 2s
+  retryPeriod: 500ms
+"""
+
+
+class Binary:
+    """``python -m trainer_controller_manager`` in a child process, its JSON log lines in a file."""
+
+    def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str, config: str) -> None:
+        path = tmp_path / "config.yaml"
+        path.write_text(config)
+        self.log_path = tmp_path / "manager.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trainer_controller_manager",
+                f"--config={path}",
+                f"--kubeconfig={kubeconfig}",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={"POD_NAMESPACE": namespace, "PATH": "/usr/bin:/bin"},
+        )
+
+    def lines(self) -> list[dict[str, Any]]:
+        out = []
+        for raw in self.log_path.read_bytes().splitlines():
+            try:
+                out.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                out.append({"event": "<not json>", "text": raw.decode(errors="replace")})
+        return out
+
+    def address(self, server: str) -> str:
+        if self.process.poll() is not None:  # not an AssertionError: eventually() stops retrying at once
+            raise RuntimeError(f"the manager exited with {self.process.returncode}: {self.tail()}")
+        for line in self.lines():
+            if line.get("event") == "http.serving" and line.get("server") == server:
+                return str(line["address"])
+        raise AssertionError(f"{server} not serving yet: {self.tail()}")
+
+    def tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def get(self, server: str, path: str) -> str:
+        with urllib.request.urlopen(f"http://{self.address(server)}{path}", timeout=5) as response:
+            return str(response.read().decode())
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self._log.close()
+
+
+@pytest.fixture
+def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[[str], Binary]]:
+    started: list[Binary] = []
+
+    def run(leader_election: str = "") -> Binary:
+        binary = Binary(tmp_path, kubeconfig, namespace, CONFIG.format(leader_election=leader_election))
+        started.append(binary)
+        return binary
+
+    yield run
+    for binary in started:
+        binary.kill()
+
+
+def test_it_serves_probes_and_metrics_and_stops_with_0_on_sigterm(
+    start: Callable[[str], Binary], eventually: Callable[..., Any]
+) -> None:
+    binary = start("")
+    assert eventually(lambda: binary.get("health-probe", "/healthz"), timeout=60) == "ok"
+    assert binary.get("health-probe", "/readyz") == "ok"
+
+    def controllers_running() -> str:
+        text = binary.get("metrics", "/metrics")
+        assert 'controller_runtime_max_concurrent_reconciles{controller="trainjob_controller"} 5.0' in text
+        return text
+
+    text = eventually(controllers_running, timeout=60)
+    assert 'kubeflow_trainer_trainjobs{state="Created"}' in text
+    assert 'kubeflow_trainer_reconcile_failures_total{reason="BuildFailed"} 0.0' in text
+    assert binary.address("metrics").startswith("127.0.0.1:")
+
+    binary.process.send_signal(signal.SIGTERM)
+    assert binary.wait(timeout=60) == 0
+    events = [line["event"] for line in binary.lines()]
+    assert "setup.not_served_yet" in events
+    assert events[-1] == "setup.stopped"
+
+
+def test_a_lease_taken_away_ends_the_process_with_3(
+    start: Callable[[str], Binary],
+    eventually: Callable[..., Any],
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    lease_name = "trainer-binary-test"
+    binary = start(LEADER_ELECTION.format(name=lease_name))
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{lease_name}"
+
+    def held() -> dict[str, Any]:
+        response = control_plane.admin_request("GET", path)
+        assert response.status == 200, response.body
+        lease: dict[str, Any] = response.json()
+        assert lease["spec"].get("holderIdentity"), lease
+        return lease
+
+    lease = eventually(held, timeout=60)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease["spec"].update(
+        holderIdentity="someone-else", leaseDurationSeconds=3600, renewTime=now, acquireTime=now
+    )
+    assert control_plane.admin_request("PUT", path, lease).status == 200
+
+    assert binary.wait(timeout=60) == 3
+    assert "setup.leader_election_lost" in [line["event"] for line in binary.lines()]
