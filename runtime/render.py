@@ -39,20 +39,24 @@ applied to the rendered objects are the API server's too; status is not computed
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 import sys
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import yaml
 
+from runtime import kubeyaml
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView
 from runtime.core import RuntimeRegistry
+from runtime.echo import ECHO_LIMIT, elide
 from runtime.framework import (
     ErrorType,
     FieldError,
@@ -64,7 +68,7 @@ from runtime.framework import (
     PluginFactory,
     PluginRegistry,
 )
-from runtime.plugins import builtin_registry
+from runtime.plugins import TRAINJOB_STATUS_GATE, builtin_registry
 from runtime.plugins.mpi import MPI, KeyGenerator, SSHKeyPair, generate_ssh_key_pair
 from runtime.plugins.trainjobstatus import (
     DEFAULT_OPERATOR_NAMESPACE,
@@ -105,12 +109,17 @@ EXIT_INVALID = 2
 
 _RUNTIME_KINDS = (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND)
 _SUFFIXES = (".yaml", ".yml", ".json")
+_LINE_LIMIT = 5 * ECHO_LIMIT
+"""The longest line of an error: room for a field path, a capped value and a message."""
 
 
 class RenderError(Exception):
     """The input cannot be rendered; `problems` say why (field paths and messages), one per line."""
 
     def __init__(self, title: str, problems: Sequence[str] = ()) -> None:
+        # Values are capped where they are echoed (`runtime.echo.elide`); this caps what any one line can
+        # still grow to (a message quoting a long name), so no input can flood a terminal or a log.
+        title, problems = elide(title, _LINE_LIMIT), [elide(p, _LINE_LIMIT) for p in problems]
         super().__init__(title if not problems else f"{title}: " + "; ".join(problems))
         self.title = title
         self.problems = tuple(problems)
@@ -120,18 +129,11 @@ class RenderError(Exception):
 # Reading files
 
 
-# libyaml's parser when PyYAML was built with it (about ten times faster on the CRDs), else pure Python.
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+STDIN = "-"
+"""The path that means standard input, as with `kubectl apply -f -`."""
 
-
-class _Loader(_SafeLoader):  # type: ignore[misc,valid-type]
-    """YAML as Kubernetes reads it: timestamps stay strings (sigs.k8s.io/yaml converts through JSON)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+MAX_INPUT_BYTES = 32 * 2**20
+"""The most one input file (or stdin) may hold: the Trainer CRDs, the largest inputs, are under 1 MiB."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,49 +142,109 @@ class Document(ObjectView):
 
     obj: dict[str, Any]
     source: str
-    """`path` for a one-document file, `path#N` (1-based) otherwise."""
+    """`path` for a one-document file, `path#N` (1-based) otherwise; `<stdin>` for standard input."""
 
     def describe(self) -> str:
-        return f'{self.kind} "{self.name}" ({self.source})'
+        return f'{elide(str(self.kind or "document"))} "{elide(str(self.name))}" ({self.source})'
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
-    if path.is_file():
+def _files(path: Path, skipped: list[str]) -> list[Path]:
+    """The files to read for `path`: itself (a regular file, a FIFO, `/dev/stdin`, `-`), or a directory's
+    *.yaml, *.yml and *.json files, recursively and sorted (symbolic links to directories not followed).
+    Subdirectories that cannot be read go to `skipped`; a directory without a YAML or JSON file is an
+    error that says what it holds."""
+    if str(path) == STDIN:
         return [path]
-    raise RenderError(f"{path}: no such file or directory")
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise RenderError(f"{path}: no such file or directory") from exc
+    except OSError as exc:
+        raise RenderError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if not stat.S_ISDIR(mode):
+        return [path]
+
+    unreadable: list[str] = []
+
+    def report(exc: OSError) -> None:
+        unreadable.append(f"{exc.filename}: skipped, cannot read the directory: {exc.strerror or exc}")
+
+    files: list[Path] = []
+    others = 0
+    for directory, _, names in os.walk(path, onerror=report):
+        for name in names:
+            file = Path(directory, name)
+            if file.suffix in _SUFFIXES and file.is_file():
+                files.append(file)
+            else:
+                others += 1
+    skipped.extend(unreadable)
+    if not files:
+        found = [f"{others} other file{'s' if others != 1 else ''}"] if others else []
+        found += [f"{len(unreadable)} unreadable director{'ies' if len(unreadable) != 1 else 'y'}"] * bool(
+            unreadable
+        )
+        holds = ", ".join(found) or "nothing"
+        raise RenderError(
+            f"{path}: no *.yaml, *.yml or *.json file in the directory (found {holds})", unreadable
+        )
+    return sorted(files)
 
 
-def load_documents(path: Path) -> list[Document]:
-    """Every non-empty document of a file, or of every YAML/JSON file under a directory (sorted)."""
+def _read(path: Path, stdin: IO[Any] | None) -> str:
+    """The text of a file or of stdin (`-`): at most `MAX_INPUT_BYTES`, UTF-8."""
+    name = "<stdin>" if str(path) == STDIN else str(path)
+    try:
+        if str(path) == STDIN:
+            data: str | bytes = (stdin or sys.stdin.buffer).read(MAX_INPUT_BYTES + 1)
+        else:
+            with path.open("rb") as stream:  # also a FIFO or a character device: read to its end
+                data = stream.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise RenderError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise RenderError(f"{name}: more than {MAX_INPUT_BYTES // 2**20} MiB; not read")
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RenderError(f"{name}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+
+
+def load_documents(
+    path: Path, *, stdin: IO[Any] | None = None, skipped: list[str] | None = None
+) -> list[Document]:
+    """Every non-empty document of a file, of stdin (`-`), or of every YAML/JSON file under a directory.
+
+    YAML is read as kubectl reads it (`runtime.kubeyaml`: go-yaml's resolver, then Go's JSON conversion,
+    with its limit on alias expansion). What a directory holds but cannot be read is skipped and reported
+    in `skipped`; anything else that cannot be read or parsed raises `RenderError`.
+    """
     documents: list[Document] = []
-    for file in _files(path):
+    skipped = [] if skipped is None else skipped
+    in_directory = str(path) != STDIN and path.is_dir()
+    for file in _files(path, skipped):
+        name = "<stdin>" if str(file) == STDIN else str(file)
         try:
-            text = file.read_text(encoding="utf-8")
-            loaded = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
-        except OSError as exc:
-            raise RenderError(f"{file}: cannot read: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise RenderError(f"{file}: not UTF-8 text: {exc.reason}") from exc
-        except yaml.YAMLError as exc:
-            raise RenderError(f"{file}: invalid YAML: {_yaml_problem(exc)}") from exc
+            text = _read(file, stdin)
+        except RenderError as exc:
+            if not in_directory:
+                raise
+            skipped.append(f"{exc.title}: skipped")
+            continue
+        try:
+            loaded = [d for d in kubeyaml.load_all(text) if d is not None]
+        except kubeyaml.YAMLInputError as exc:
+            raise RenderError(f"{name}: invalid YAML: {exc}") from exc
         for index, obj in enumerate(loaded, start=1):
-            source = str(file) if len(loaded) == 1 else f"{file}#{index}"
+            source = name if len(loaded) == 1 else f"{name}#{index}"
             if not isinstance(obj, dict):
                 raise RenderError(
                     f"{source}: a document must be a mapping (an object), not {_json_type(obj)}"
                 )
             documents.append(Document(source=source, obj=obj))
     return documents
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    return str(problem)
 
 
 _JSON_TYPES: tuple[tuple[type, str], ...] = (
@@ -709,13 +771,30 @@ def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 # Command line
 
 
+_KNOWN_FEATURE_GATES = (TRAINJOB_STATUS_GATE,)
+"""Every controller feature gate (upstream `pkg/features`); naming another is an error, as in the manager."""
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+"""What Go's `strconv.ParseBool` takes: component-base parses `--feature-gates` values with it."""
+
+
+def _check_gate(name: str, where: str) -> None:
+    if name not in _KNOWN_FEATURE_GATES:
+        known = ", ".join(_KNOWN_FEATURE_GATES)
+        raise RenderError(f"{where}: unrecognized feature gate: {elide(name)!r} (known: {known})")
+
+
 def _config_feature_gates(config: Mapping[str, Any], source: Path) -> frozenset[str]:
     """The gates a Configuration's `featureGates` map turns on (the manager's starting point)."""
     gates = config.get("featureGates")
     if gates is None:
         return frozenset()
+    where = f"--config {source}: featureGates"
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
-        raise RenderError(f"--config {source}: featureGates must map names to true or false")
+        raise RenderError(f"{where} must map names to true or false")
+    for name in gates:
+        _check_gate(str(name), where)
     return frozenset(str(name) for name, enabled in gates.items() if enabled)
 
 
@@ -724,10 +803,11 @@ def _parse_feature_gates(values: Sequence[str], start: frozenset[str] = frozense
     enabled: set[str] = set(start)
     for value in values:
         for item in filter(None, (part.strip() for part in value.split(","))):
-            gate, sep, setting = item.partition("=")
-            if not sep or setting.lower() not in ("true", "false") or not gate:
-                raise RenderError(f"--feature-gates: {item!r} is not NAME=true|false")
-            if setting.lower() == "true":
+            gate, sep, setting = (part.strip() for part in item.partition("="))
+            if not sep or not gate or setting not in _GO_TRUE | _GO_FALSE:
+                raise RenderError(f"--feature-gates: {elide(item)!r} is not NAME=true|false")
+            _check_gate(gate, "--feature-gates")
+            if setting in _GO_TRUE:
                 enabled.add(gate)
             else:
                 enabled.discard(gate)
@@ -798,7 +878,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _options(args: argparse.Namespace, warn: list[str], preloaded: SchemaChecker | None) -> RenderOptions:
+def _options(
+    args: argparse.Namespace,
+    warn: list[str],
+    preloaded: SchemaChecker | None,
+    *,
+    stdin: IO[Any] | None = None,
+) -> RenderOptions:
     schemas: SchemaChecker | None = None
     if args.no_schema:
         pass
@@ -815,9 +901,12 @@ def _options(args: argparse.Namespace, warn: list[str], preloaded: SchemaChecker
     config: Mapping[str, Any] = {}
     config_gates: frozenset[str] = frozenset()
     if args.config is not None:
-        documents = load_documents(args.config)
+        documents = load_documents(args.config, stdin=stdin)
         if len(documents) != 1:
-            raise RenderError(f"--config {args.config}: expected one document, found {len(documents)}")
+            raise RenderError(
+                f"--config {args.config}: expected one document, found {len(documents)}",
+                [f"found {_summary(documents)}"] if documents else [],
+            )
         config = documents[0].obj
         config_gates = _config_feature_gates(config, args.config)
     return RenderOptions(
@@ -831,33 +920,60 @@ def _options(args: argparse.Namespace, warn: list[str], preloaded: SchemaChecker
     )
 
 
-def _split_trainjob_file(path: Path) -> tuple[Document, list[Document]]:
-    documents = load_documents(path)
+def _summary(documents: Sequence[Document], limit: int = 5) -> str:
+    """What a file held, for an error: `Kind "name" (source)`, a few of them."""
+    shown = ", ".join(d.describe() for d in documents[:limit])
+    more = f" and {len(documents) - limit} more" if len(documents) > limit else ""
+    return f"{shown}{more}" if documents else "no documents"
+
+
+def _split_trainjob_file(path: Path, *, stdin: IO[Any] | None = None) -> tuple[Document, list[Document]]:
+    documents = load_documents(path, stdin=stdin)
     trainjobs = [d for d in documents if d.kind == constants.TRAINJOB_KIND]
     others = [d for d in documents if d.kind != constants.TRAINJOB_KIND]
+    name = "<stdin>" if str(path) == STDIN else str(path)
     if len(trainjobs) != 1:
-        raise RenderError(f"{path}: expected exactly one {constants.TRAINJOB_KIND}, found {len(trainjobs)}")
+        raise RenderError(
+            f"{name}: expected exactly one {constants.TRAINJOB_KIND}, found {len(trainjobs)}",
+            [f"found {_summary(documents)}"],
+        )
     unexpected = [d for d in others if d.api_version != constants.API_VERSION or d.kind not in _RUNTIME_KINDS]
     if unexpected:
         raise RenderError(
-            f"{unexpected[0].source}: unexpected {unexpected[0].kind or 'document'} next to the TrainJob "
+            f"{unexpected[0].source}: unexpected {unexpected[0].describe()} next to the TrainJob "
             "(only TrainingRuntimes and ClusterTrainingRuntimes may share its file)"
         )
     return trainjobs[0], others
 
 
-def _runtime_documents(paths: Sequence[Path]) -> list[Document]:
-    return [
-        document
-        for path in paths
-        for document in load_documents(path)
-        if document.api_version == constants.API_VERSION and document.kind in _RUNTIME_KINDS
-    ]
+def _is_runtime(document: Document) -> bool:
+    return document.api_version == constants.API_VERSION and document.kind in _RUNTIME_KINDS
+
+
+def _runtime_documents(
+    paths: Sequence[Path], *, stdin: IO[Any] | None = None, skipped: list[str] | None = None
+) -> list[Document]:
+    """The runtimes under each `--runtime` path; other documents are skipped, but a path that holds no
+    runtime at all is an error that says what it holds."""
+    runtimes: list[Document] = []
+    for path in paths:
+        documents = load_documents(path, stdin=stdin, skipped=skipped)
+        found = [d for d in documents if _is_runtime(d)]
+        if not found:
+            kinds = f"{constants.TRAINING_RUNTIME_KIND} or {constants.CLUSTER_TRAINING_RUNTIME_KIND}"
+            raise RenderError(
+                f"--runtime {'<stdin>' if str(path) == STDIN else path}: no {kinds} "
+                f"({constants.API_VERSION}) found",
+                [f"found {_summary(documents)}", *(skipped or ())],
+            )
+        runtimes.extend(found)
+    return runtimes
 
 
 def run(
     argv: Sequence[str] | None = None,
     *,
+    stdin: IO[Any] | None = None,
     stdout: Any = None,
     stderr: Any = None,
     schemas: SchemaChecker | None = None,
@@ -865,21 +981,27 @@ def run(
     """The command; returns the exit status.
 
     Streams are injectable, and so are the CRD schemas: a preloaded `SchemaChecker` replaces reading
-    `--crd-dir` (parsing the CRDs is most of a run's time, which matters to tests and embedders).
+    `--crd-dir` (parsing the CRDs is most of a run's time, which matters to tests and embedders). `stdin`
+    (default `sys.stdin.buffer`) is read for the one path given as `-`.
     """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     args = _parser().parse_args(argv)
     warnings: list[str] = []
     try:
-        options = _options(args, warnings, schemas)
-        trainjob, inline_runtimes = _split_trainjob_file(args.trainjob)
-        runtimes = [*inline_runtimes, *_runtime_documents(args.runtimes)]
-        existing = [d for path in args.existing for d in load_documents(path)]
+        paths = [args.trainjob, *args.runtimes, *args.existing, *([args.config] if args.config else [])]
+        if sum(str(p) == STDIN for p in paths) > 1:
+            raise RenderError("standard input (-) can be read only once: give it as one path only")
+        # The inputs first, the CRDs (most of a run's time) last: bad input is refused at once.
+        trainjob, inline_runtimes = _split_trainjob_file(args.trainjob, stdin=stdin)
+        runtimes = [*inline_runtimes, *_runtime_documents(args.runtimes, stdin=stdin, skipped=warnings)]
+        existing = [d for path in args.existing for d in load_documents(path, stdin=stdin, skipped=warnings)]
+        options = _options(args, warnings, schemas, stdin=stdin)
         result = render(trainjob, runtimes, existing, options)
     except RenderError as exc:
         for warning in warnings:
-            print(f"Warning: {warning}", file=err)
+            if warning not in exc.problems:
+                print(f"Warning: {warning}", file=err)
         print(f"trainer-render: {exc.title}", file=err)
         for problem in exc.problems:
             print(f"  {problem}", file=err)
@@ -887,7 +1009,7 @@ def run(
     except Exception as exc:  # noqa: BLE001 -- the command's outermost boundary: a bug, reported as such
         if args.traceback:
             traceback.print_exc(file=err)
-        print(f"trainer-render: internal error: {type(exc).__name__}: {exc}", file=err)
+        print(f"trainer-render: internal error: {type(exc).__name__}: {elide(str(exc))}", file=err)
         print("  this is a bug in trainer-render; rerun with --traceback and report it", file=err)
         return EXIT_INTERNAL_ERROR
     for warning in (*warnings, *result.warnings):
