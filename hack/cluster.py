@@ -24,13 +24,11 @@ What ``up`` starts, every listener on 127.0.0.1:
   get the ``jobset.sigs.k8s.io/jobset-name Exists`` object selector that JobSet's kustomize patches add,
   so pods that are not JobSet's never depend on the JobSet process.
 
-What ``demo`` adds on top (the section "the TrainJob pipeline by hand"): the Trainer CRDs and default
-ClusterTrainingRuntimes, server-side applied; then the sample TrainJob ``examples/trainjob-torch.yaml``
-in namespace ``demo``, driven through the pipeline the TrainJob controller will run, by hand and with the
-same code, since that controller arrives with the next issue: ``runtime.render`` against the live runtime
-with the TrainJob's real UID → server-side apply in order (field manager ``trainer``, force) → the JobSet
-runs on the kwok nodes → ``RuntimeRegistry.next_status`` from the live JobSet → a JSON merge patch on the
-TrainJob's ``/status``. test/e2e/test_render_apply.py drives the same functions (:func:`run_trainjob`).
+What ``demo`` adds on top: the Trainer CRDs and default ClusterTrainingRuntimes, server-side applied
+(section "the Trainer API"); the real controller, ``trainer-controller-manager``, as a host process with the
+shipped configuration and loopback bind addresses (section "the manager as a host process"); then the sample
+TrainJob ``examples/trainjob-torch.yaml`` in namespace ``demo``, which the manager reconciles into a JobSet
+that runs on the kwok nodes, while the demo prints its progress until it is Complete.
 
 Go origin: none as code. The recipe is kwokctl's binary runtime (kwok ``pkg/kwokctl/runtime/binary``) plus
 JobSet's minimal install (``config/components/{crd,webhook}``) rewired for a controller outside the
@@ -43,12 +41,13 @@ Guarantees:
 - ``up`` is idempotent: a healthy cluster of that name is reused; a stale or broken one is removed first.
   A failed ``up`` copies the component logs to ``<cache>/kwok/failed/<name>/``, names the log tails in its
   error, and tears down what it started.
-- ``down`` is idempotent and leaves no process behind: it stops JobSet, runs ``kwokctl delete cluster``,
-  then terminates any process whose command line still names the cluster's directories, and removes them.
+- ``down`` is idempotent and leaves no process behind: it stops the manager and JobSet, runs
+  ``kwokctl delete cluster``, then terminates any process whose command line still names the cluster's
+  directories, and removes them.
 - State (pids, ports, kubeconfig path) is written to ``<cache>/kwok/trainer/<name>/state.json``, so ``down``,
   ``env`` and ``demo`` work from any process.
-- ``demo`` is idempotent too: it re-applies the API (unchanged objects stay unchanged), and deletes the
-  sample TrainJob and everything it owns before creating it afresh.
+- ``demo`` is idempotent too: it re-applies the API (unchanged objects stay unchanged), restarts the manager
+  (so it runs the current code), and replaces the sample TrainJob and everything it owned.
 - Errors a user can act on (binaries missing, a component that died, a timeout) raise :class:`ClusterError`
   with the relevant log tail; the command line prints them, and failed API requests, without a traceback.
 
@@ -56,8 +55,8 @@ Deliberately missing: containers (images are never pulled, commands never run; p
 stages write), kube-proxy, CNI, cluster DNS, Services that route, metrics-server, container logs, and
 JobSet's metrics endpoint. Leader election for JobSet is off: there is exactly one replica. Linux only for
 the leftover-process sweep (it reads ``/proc``); elsewhere ``down`` relies on kwokctl and the JobSet pid.
-The hand-driven pipeline runs one reconcile, once the JobSet has finished: no watches, no requeues, no
-admission webhook (``runtime.render`` runs the webhook's checks instead), no events.
+The manager runs with the admin kubeconfig and without its admission webhooks (they come with the
+installable manifests).
 """
 
 from __future__ import annotations
@@ -89,18 +88,13 @@ from typing import Any, cast
 import yaml
 
 from controller.client import Client
-from controller.clock import REAL_CLOCK, Clock
 from controller.envtest.certs import CertificateAuthority
 from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
 from controller.gvk import GVK
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
-from runtime.core import RuntimeRegistry, StatusUpdate
-from runtime.framework import Framework, PluginContext, ReadError
-from runtime.plugins import builtin_registry
-from runtime.plugins.mpi import KeyGenerator, generate_ssh_key_pair
-from runtime.render import Document, RenderError, RenderOptions, RenderResult, load_documents, render
+from runtime.render import RenderError, load_documents
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -1084,6 +1078,7 @@ def down(name: str = DEFAULT_NAME, *, binaries: Binaries | None = None) -> None:
     state = None
     with contextlib.suppress(ClusterError):
         state = ClusterState.read(name)
+    stop_manager(name)
     if state is not None and _is_our_jobset(state):
         _terminate([state.jobset_pid])
     if binaries is None:
@@ -1116,13 +1111,10 @@ def env_lines(name: str = DEFAULT_NAME) -> list[str]:
     ]
 
 
-# ------------------------------------------------------------------------------ the TrainJob pipeline by hand
+# ------------------------------------------------------------------------------------------ the Trainer API
 #
-# The TrainJob controller arrives with the next issue. Until then these functions drive the pipeline it
-# will run, one step at a time and with the same code: `runtime.render` builds the objects (the webhook's
-# validation, then `RuntimeRegistry.new_objects`), they are server-side applied in order with field manager
-# `trainer` and force, and `RuntimeRegistry.next_status` computes the TrainJob status from the live JobSet,
-# written back as a JSON merge patch on `/status`. `demo` and test/e2e/test_render_apply.py use them.
+# The CRDs and default runtimes, server-side applied by an installer's field manager; the TrainJob a user
+# creates; and clearing a TrainJob with everything it owned, for a demo that runs again.
 
 TRAINER_CRD_DIR = REPO / "config" / "crd"
 TRAINER_RUNTIMES_DIR = REPO / "config" / "runtimes"
@@ -1146,48 +1138,6 @@ _OWNED_GVKS = (
     GVK("scheduling.x-k8s.io", "v1alpha1", constants.POD_GROUP_KIND),
     GVK("scheduling.volcano.sh", "v1beta1", constants.POD_GROUP_KIND),
 )
-
-
-class ClientReader:
-    """The `runtime.framework.Reader` of the pipeline, over `controller.client.Client`: every read is live.
-
-    The controller will read through its informer caches instead; live reads are never stale, one request
-    each. NotFound is None; any other failure, including a kind the server does not serve, is `ReadError`
-    with its cause chained. `list` matches labels by equality and sorts by namespace and name, as the
-    protocol asks.
-    """
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> Mapping[str, Any] | None:
-        try:
-            return self._client.get(GVK.from_api_version(api_version, kind), name, namespace)
-        except NotFound:
-            return None
-        except (ApiError, TransportError, NoKindMatch) as exc:
-            raise ReadError(f"reading {kind} {namespace or ''}/{name}: {exc}") from exc
-
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Sequence[Mapping[str, Any]]:
-        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
-        try:
-            items = self._client.list(
-                GVK.from_api_version(api_version, kind), namespace, label_selector=selector
-            ).items
-        except (ApiError, TransportError, NoKindMatch) as exc:
-            raise ReadError(f"listing {kind}: {exc}") from exc
-        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-
-    def __repr__(self) -> str:
-        return f"ClientReader({self._client!r})"
 
 
 def connect(state: ClusterState) -> Client:
@@ -1298,40 +1248,6 @@ def create_trainjob(client: Client, manifest: Mapping[str, Any], namespace: str)
     return client.create(trainjob, field_manager=USER_FIELD_MANAGER)
 
 
-def render_trainjob(
-    client: Client, trainjob: Mapping[str, Any], *, keygen: KeyGenerator = generate_ssh_key_pair
-) -> RenderResult:
-    """`runtime.render` of the live TrainJob against its live runtime: the objects to apply, in order.
-
-    The TrainJob comes from the API server, so its UID is real (every ownerReference carries it) and its
-    defaults are applied; the schema check is therefore skipped. The MPI key pair is freshly generated, as
-    the controller does. Renders a TrainJob's first reconcile: nothing it owns exists yet (the demo and the
-    tests always start afresh), so no ``existing`` objects are passed.
-    """
-    view = TrainJobView(cast(TrainJob, trainjob))
-    kind = view.runtime_ref_kind
-    namespace = view.namespace if kind == constants.TRAINING_RUNTIME_KIND else None
-    try:
-        runtime = client.get(GVK(constants.GROUP, constants.VERSION, kind), view.runtime_ref_name, namespace)
-    except NotFound as exc:
-        raise ClusterError(
-            f"TrainJob {view.namespace}/{view.name}: {kind} {view.runtime_ref_name!r} not found"
-        ) from exc
-    try:
-        return render(
-            Document(source=f"{constants.TRAINJOB_KIND} {view.namespace}/{view.name}", obj=dict(trainjob)),
-            [Document(source=f"{kind} {view.runtime_ref_name}", obj=runtime)],
-            options=RenderOptions(keygen=keygen),
-        )
-    except RenderError as exc:
-        raise ClusterError(str(exc)) from exc
-
-
-def apply_objects(client: Client, objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Server-side apply each object in order, field manager ``trainer``, force, as the controller will."""
-    return [client.apply(obj, constants.FIELD_MANAGER, force=True) for obj in objects]
-
-
 def _finished_condition(obj: Mapping[str, Any], types: Sequence[str]) -> str | None:
     for condition in obj.get("status", {}).get("conditions") or []:
         if condition.get("status") == "True" and condition.get("type") in types:
@@ -1351,89 +1267,117 @@ def wait_for_jobset(client: Client, namespace: str, name: str, *, timeout: float
     return found["jobset"]
 
 
-def status_registry() -> RuntimeRegistry:
-    """The runtime registry over the built-in plugins, as the controller builds it (no feature gates)."""
-    return RuntimeRegistry(Framework(builtin_registry(), PluginContext()))
+# ------------------------------------------------------------------------------ the manager as a host process
+#
+# `make demo` runs the real controller: `trainer-controller-manager` (this package's console script) as a
+# process of its own on the host, with the shipped configuration except for its bind addresses (free
+# loopback ports) and the Lease's namespace, authenticated with the cluster's admin kubeconfig. Like the
+# JobSet controller it outlives the command that started it; `down` stops it.
 
-
-def compute_status(client: Client, trainjob: Mapping[str, Any], *, clock: Clock = REAL_CLOCK) -> StatusUpdate:
-    """The TrainJob status after a reconcile, from the live JobSet (`RuntimeRegistry.next_status`)."""
-    return status_registry().next_status(cast(TrainJob, trainjob), ClientReader(client), clock.now())
-
-
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The RFC 7386 JSON merge patch that turns ``old`` into ``new``.
-
-    Changed and added keys carry their new value, removed keys ``None`` (JSON null); objects are compared
-    key by key, lists are sent whole (``conditions``, ``jobsStatus``), as controller-runtime's
-    ``client.MergeFrom`` does.
-    """
-    patch: dict[str, Any] = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, dict) and isinstance(before, dict):
-            nested = merge_patch(before, value)
-            if nested:
-                patch[key] = nested
-        elif key not in old or before != value:
-            patch[key] = value
-    return patch
-
-
-def write_status(client: Client, trainjob: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
-    """Patch ``/status`` with the merge patch from the TrainJob's status to ``status``; return the TrainJob.
-
-    Nothing is sent when they are equal. Merge, not apply: the controller writes status as upstream does.
-    """
-    patch = merge_patch(trainjob.get("status") or {}, status)
-    if not patch:
-        return dict(trainjob)
-    metadata = trainjob["metadata"]
-    return client.patch_status(
-        TRAINJOB_GVK, metadata["name"], {"status": patch}, metadata["namespace"], patch_type="merge"
-    )
+MANAGER_CONFIG = REPO / "config" / "manager" / "controller_manager_config.yaml"
+MANAGER_NAMESPACE = "kubeflow-system"
+"""Where the manager's Lease lives (and, installed in a cluster, the manager itself)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PipelineRun:
-    """What one hand-driven reconcile of a TrainJob did, start to finish."""
+class ManagerProcess:
+    """A running `trainer-controller-manager`; written to ``<own dir>/manager.json``."""
 
-    trainjob: dict[str, Any]
-    """The TrainJob after its status was written."""
-    applied: list[dict[str, Any]]
-    """The rendered objects as the API server returned them from the apply, in apply order."""
-    warnings: tuple[str, ...]
-    """The admission warnings `runtime.render` reported (a deprecated runtime, say)."""
-    jobset: dict[str, Any]
-    """The JobSet once it finished."""
-    update: StatusUpdate
-    """What `RuntimeRegistry.next_status` returned."""
-    run_seconds: float
-    """From the first apply to the JobSet finishing."""
+    pid: int
+    health_port: int
+    metrics_port: int
+    config: str
+    log: str
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
 
 
-def run_trainjob(
-    client: Client, manifest: Mapping[str, Any], namespace: str, *, timeout: float = 120.0
-) -> PipelineRun:
-    """Create the TrainJob, render it, apply the objects, wait for the JobSet to finish, write the status."""
-    trainjob = create_trainjob(client, manifest, namespace)
-    rendered = render_trainjob(client, trainjob)
-    started = time.monotonic()
-    applied = apply_objects(client, rendered.objects)
-    jobset = wait_for_jobset(client, namespace, trainjob["metadata"]["name"], timeout=timeout)
-    run_seconds = time.monotonic() - started
-    update = compute_status(client, trainjob)
-    if update.error is not None:
-        raise ClusterError(f"the TrainJob status could not be computed: {update.error}")
-    written = write_status(client, trainjob, update.status)
-    return PipelineRun(
-        trainjob=written,
-        applied=applied,
-        warnings=rendered.warnings,
-        jobset=jobset,
-        update=update,
-        run_seconds=run_seconds,
+def _manager_state(name: str) -> Path:
+    return own_dir(name) / "manager.json"
+
+
+def manager_process(name: str = DEFAULT_NAME) -> ManagerProcess | None:
+    """The manager ``start_manager`` started for cluster ``name``, if it still runs."""
+    try:
+        raw = json.loads(_manager_state(name).read_text())
+        process = ManagerProcess(**raw)
+    except (OSError, ValueError, TypeError):
+        return None
+    alive = _pid_alive(process.pid)
+    if not alive or (_HAVE_PROC and not _names_directory(_cmdline(process.pid), own_dir(name))):
+        return None
+    return process
+
+
+def stop_manager(name: str = DEFAULT_NAME) -> None:
+    """Stop the manager of cluster ``name`` (SIGTERM: it releases its Lease); idempotent."""
+    process = manager_process(name)
+    if process is not None:
+        _terminate([process.pid], grace=30.0)
+    _manager_state(name).unlink(missing_ok=True)
+
+
+def manager_binary() -> Path:
+    """The ``trainer-controller-manager`` console script of the Python running this script."""
+    binary = Path(sys.executable).parent / "trainer-controller-manager"
+    if not binary.exists():
+        raise ClusterError(f"{binary} is missing: install the package first (`make venv`)")
+    return binary
+
+
+def start_manager(
+    state: ClusterState, *, feature_gates: str = "", timeout: float = 60.0, log_level: str = "info"
+) -> ManagerProcess:
+    """(Re)start the manager for the cluster and wait until it is ready (its caches synced).
+
+    A manager already running for this cluster is stopped first, so the code it runs is the current one.
+    """
+    stop_manager(state.name)
+    directory = Path(state.own_dir) / "manager"
+    directory.mkdir(parents=True, exist_ok=True)
+    health, metrics = free_port(), free_port()
+    config = yaml.safe_load(MANAGER_CONFIG.read_text())
+    config["health"]["healthProbeBindAddress"] = f"127.0.0.1:{health}"
+    config["metrics"] = {"bindAddress": f"127.0.0.1:{metrics}", "secureServing": False}
+    config["leaderElection"]["resourceNamespace"] = MANAGER_NAMESPACE
+    config_path = _write_yaml(directory / "config.yaml", [config])
+    log = directory / "manager.log"
+    argv = [
+        str(manager_binary()),
+        f"--config={config_path}",
+        f"--kubeconfig={state.kubeconfig}",
+        f"--zap-log-level={log_level}",
+    ]
+    if feature_gates:
+        argv.append(f"--feature-gates={feature_gates}")
+    with log.open("ab") as out:
+        out.write(f"\n--- start: {' '.join(argv)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    process = ManagerProcess(
+        pid=proc.pid, health_port=health, metrics_port=metrics, config=str(config_path), log=str(log)
     )
+    _manager_state(state.name).write_text(json.dumps(dataclasses.asdict(process), indent=2) + "\n")
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline and not process.ready():
+        time.sleep(0.2)
+    if proc.poll() is not None:
+        raise ClusterError(f"the manager exited with code {proc.returncode}; {log}:\n{_tail_file(log)}")
+    if not process.ready():
+        stop_manager(state.name)
+        raise ClusterError(f"the manager was not ready within {timeout:.0f} s; {log}:\n{_tail_file(log)}")
+    return process
 
 
 # ----------------------------------------------------------------------------------------------------- demo
@@ -1489,9 +1433,35 @@ def _jobs_line(jobs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _pods_line(pods: Sequence[Mapping[str, Any]]) -> str:
+    phases: dict[str, int] = {}
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        phases[phase] = phases.get(phase, 0) + 1
+    return ", ".join(f"{n} {phase}" for phase, n in sorted(phases.items())) or "none"
+
+
+def _progress_line(client: Client, namespace: str, name: str) -> tuple[str, dict[str, Any]]:
+    """One line on where the TrainJob stands: its conditions, its JobSet and its pods."""
+    trainjob = client.get(TRAINJOB_GVK, name, namespace)
+    view = TrainJobView(cast(TrainJob, trainjob))
+    try:
+        jobset = client.get(JOBSET_GVK, name, namespace)
+        jobset_text = _finished_condition(jobset, ("Completed", "Failed")) or (
+            "suspended" if jobset["spec"].get("suspend") else "running"
+        )
+    except NotFound:
+        jobset_text = "not created"
+    pods = client.list(POD_GVK, namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    line = (
+        f"conditions: {_conditions_line(view.conditions)} | JobSet: {jobset_text} | pods: {_pods_line(pods)}"
+    )
+    return line, trainjob
+
+
 def demo(name: str = DEFAULT_NAME) -> None:
-    """Bring the cluster up if needed and show it healthy; install the Trainer API and run the sample
-    TrainJob through the pipeline by hand (render, apply, JobSet on kwok, status); leave it all up."""
+    """Bring the cluster up if needed and show it healthy; install the Trainer API; (re)start the manager;
+    submit the sample TrainJob and show its progress until it finishes; leave it all running."""
     requested = time.time()
     state = up(ClusterOptions(name=name))
     kubectl = state.kubectl_runner()
@@ -1510,58 +1480,72 @@ def demo(name: str = DEFAULT_NAME) -> None:
         print(f"ClusterTrainingRuntimes: {', '.join(r.split('/', 1)[1] for r in runtimes)}")
         print(f"installed in {time.monotonic() - started:.1f} s")
 
+        print("\n== The Trainer controller manager")
+        for ns in (MANAGER_NAMESPACE, namespace):
+            with contextlib.suppress(AlreadyExists):
+                client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        started = time.monotonic()
+        manager = start_manager(state)
+        print(
+            f"trainer-controller-manager pid {manager.pid}: ready in {time.monotonic() - started:.1f} s "
+            f"(caches synced; leader of Lease {MANAGER_NAMESPACE}/trainer.kubeflow.org)"
+        )
+        print(f"log: {manager.log}")
+
         print(f"\n== TrainJob {namespace}/{trainjob_name} from {DEMO_TRAINJOB.relative_to(REPO)}")
-        with contextlib.suppress(AlreadyExists):
-            client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        clear_trainjob(client, namespace, trainjob_name)  # a re-run starts afresh
+        clear_trainjob(client, namespace, trainjob_name)  # replace the TrainJob a previous run left
         wait_for(
             lambda: bool(client.list(GVK("", "v1", "ServiceAccount"), namespace).items),
             timeout=60,
             what=f"the default ServiceAccount in {namespace}",
         )
-        run = run_trainjob(client, manifests[0], namespace)
+        created = create_trainjob(client, manifests[0], namespace)
+        print(f"created with uid {created['metadata']['uid']}; the manager takes it from here")
+        started = time.monotonic()
+        last, trainjob = "", created
+        view = TrainJobView(cast(TrainJob, trainjob))
+        while time.monotonic() - started < 180:
+            line, trainjob = _progress_line(client, namespace, trainjob_name)
+            if line != last:
+                print(f"{time.monotonic() - started:6.1f} s  {line}")
+                last = line
+            view = TrainJobView(cast(TrainJob, trainjob))
+            if view.is_finished:
+                break
+            time.sleep(0.5)
+        elapsed = time.monotonic() - started
+        owned = [
+            f"{o['kind']}/{o['metadata']['name']}"
+            for gvk in (JOBSET_GVK, *_OWNED_GVKS)
+            for o in _list_quietly(client, gvk, namespace)
+            if _controlled_by_trainjob(o, trainjob_name)
+        ]
     finally:
         client.close()
 
-    view = TrainJobView(cast(TrainJob, run.trainjob))
-    print(f"created with uid {view.uid}; runtime {view.runtime_ref_kind} {view.runtime_ref_name}")
-    print(
-        f"rendered with runtime.render and applied in order (field manager {constants.FIELD_MANAGER}, force):"
-    )
-    for obj in run.applied:
-        print(f"  {_describe(obj)}")
-    for warning in run.warnings:
-        print(f"warning: {warning}")
-    print(
-        kubectl(
-            "get", "jobs,pods", "-n", namespace, "-o", "wide", f"-l={JOBSET_NAME_LABEL}={view.name}"
-        ).rstrip()
-    )
-    jobset_outcome = _finished_condition(run.jobset, ("Completed", "Failed"))
-    print(f"JobSet {view.name}: {jobset_outcome} {run.run_seconds:.1f} s after the first apply")
-
-    print("\n== TrainJob status (RuntimeRegistry.next_status from the live JobSet; merge patch on /status)")
-    print(kubectl("get", "trainjob", view.name, "-n", namespace).rstrip())
-    print(f"conditions: {_conditions_line(view.conditions)}")
+    print(kubectl("get", "trainjob", trainjob_name, "-n", namespace).rstrip())
     print(f"jobsStatus: {_jobs_line(view.jobs_status)}")
-
+    print(f"owned by the TrainJob: {', '.join(owned)}")
     outcome = "Complete" if view.is_complete else "Failed" if view.is_failed else "not finished"
     print("\n== Summary")
-    print(
-        f"TrainJob {namespace}/{view.name}: {outcome}; "
-        f"its JobSet ran on kwok nodes in {run.run_seconds:.1f} s."
-    )
-    print(
-        "No TrainJob controller runs yet: the reconcile loop arrives with the next issue. This demo drove\n"
-        "the pipeline that loop will run by hand, with the same code: runtime.render → server-side apply\n"
-        "(field manager trainer, force) → JobSet on kwok → RuntimeRegistry.next_status → /status merge patch."
-    )
-    print("\nThe cluster keeps running. Use it with:")
+    print(f"TrainJob {namespace}/{trainjob_name}: {outcome} {elapsed:.1f} s after it was created.")
+    print("\nThe cluster and the manager keep running. Look around with:")
     for line in env_lines(name):
         print(f"  {line}")
-    print("Stop it with:  make cluster-down")
+    print(f"  kubectl get trainjobs,jobsets,pods -n {namespace}")
+    print(f"  kubectl describe trainjob {trainjob_name} -n {namespace}     # conditions and events")
+    print(f"  curl -s {manager.metrics_url} | grep -E '^(kubeflow_trainer|controller_runtime_reconcile)'")
+    print(f"  tail -f {manager.log}")
+    print("Stop everything with:  make cluster-down")
     if not view.is_complete:
-        raise ClusterError(f"the demo TrainJob ended {outcome}, not Complete")
+        raise ClusterError(f"the demo TrainJob ended {outcome}, not Complete; see {manager.log}")
+
+
+def _list_quietly(client: Client, gvk: GVK, namespace: str) -> list[dict[str, Any]]:
+    try:
+        return list(client.list(gvk, namespace).items)
+    except (NoKindMatch, NotFound):
+        return []
 
 
 # --------------------------------------------------------------------------------------------- command line
@@ -1598,8 +1582,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="print the shell exports for KUBECONFIG and E2E_CLUSTER")
     sub.add_parser(
         "demo",
-        help="up, show health, install the Trainer API, run the sample TrainJob through render → apply → "
-        "status by hand, leave the cluster running",
+        help="up, show health, install the Trainer API, start the manager, run the sample TrainJob to "
+        "Complete, leave everything running",
     )
     for command in sub.choices.values():
         command.add_argument("--name", default=DEFAULT_NAME, help="cluster name (default %(default)s)")
@@ -1658,18 +1642,15 @@ __all__ = [
     "RUN_TIME_ANNOTATION",
     "START_DELAY_ANNOTATION",
     "Binaries",
-    "ClientReader",
     "ClusterError",
     "ClusterOptions",
     "ClusterState",
     "Kubectl",
-    "PipelineRun",
-    "apply_objects",
+    "ManagerProcess",
     "build_binaries",
     "cache_dir",
     "check_no_downloads",
     "clear_trainjob",
-    "compute_status",
     "connect",
     "create_trainjob",
     "demo",
@@ -1680,13 +1661,11 @@ __all__ = [
     "install_trainer",
     "is_healthy",
     "locate_binaries",
-    "merge_patch",
     "read_manifests",
-    "render_trainjob",
-    "run_trainjob",
     "scheduler_plugins_podgroup_crd",
+    "start_manager",
+    "stop_manager",
     "up",
     "wait_for",
     "wait_for_jobset",
-    "write_status",
 ]

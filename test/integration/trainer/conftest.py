@@ -1,0 +1,87 @@
+"""Fixtures for the Trainer controllers against the Tier 1 control plane (no JobSet controller, no GC).
+
+- ``trainer`` (module): the real manager, in this process, as production runs it: its own informers and
+  worker threads, leader election on (a Lease in ``default``), the shipped concurrency (TrainJob 5, runtimes
+  1), the Trainer's cache label selectors, health and metrics on free loopback ports. Stopped and joined at
+  the end of the module. Tests reach the TrainJob reconciler, the cache and the client through it.
+- ``client`` (module): a separate admin client for the test's own reads and writes (as a user would).
+
+The object builders live in ``objects.py`` beside this file (tests load it with ``envtest.load_script``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from controller.cache import InformerCache
+from controller.client import Client
+from controller.envtest import ControlPlane
+from controller.manager import Manager
+from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
+
+USER = "integration-test"
+CONCURRENCY = {
+    "TrainJob.trainer.kubeflow.org": 5,
+    "TrainingRuntime.trainer.kubeflow.org": 1,
+    "ClusterTrainingRuntime.trainer.kubeflow.org": 1,
+}
+
+
+@dataclass
+class Trainer:
+    """The running manager and what the tests look at."""
+
+    manager: Manager
+    controllers: TrainerControllers
+    failures: list[BaseException]
+
+
+@pytest.fixture(scope="module")
+def client(kubeconfig: Path) -> Iterator[Client]:
+    c = Client.load(str(kubeconfig), user_agent=USER)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def trainer(control_plane: ControlPlane) -> Iterator[Trainer]:
+    registry = new_registry()
+    client = Client.load(str(control_plane.kubeconfig), user_agent="trainer-controller-manager")
+    cache = InformerCache(
+        client.lister_watcher,
+        by_object=cache_by_object(registry),
+        is_namespaced=lambda gvk: client.resource_for(gvk).namespaced,
+    )
+    manager = Manager(
+        client,
+        cache=cache,
+        leader_election=True,
+        leader_election_id="trainer.kubeflow.org",
+        leader_election_namespace="default",
+        health_probe_bind_address="127.0.0.1:0",
+        metrics_bind_address="127.0.0.1:0",
+    )
+    controllers = setup_with_manager(manager, registry, group_kind_concurrency=CONCURRENCY)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            manager.run()
+        except BaseException as exc:
+            failures.append(exc)
+
+    runner = threading.Thread(target=run, name="test/trainer-manager")
+    runner.start()
+    try:
+        yield Trainer(manager=manager, controllers=controllers, failures=failures)
+    finally:
+        manager.stop()
+        runner.join(60)
+        manager.client.close()
+    assert not runner.is_alive(), "the manager did not stop"
+    assert failures == []
