@@ -1,6 +1,6 @@
 # The two entry points a fresh machine needs (see README.md):
 #   make demo   bring up the local cluster (kwok + real control plane + JobSet), install the Trainer API and
-#               default runtimes, and run a sample TrainJob through the runtime pipeline to Complete
+#               default runtimes, start trainer-controller-manager, and watch a sample TrainJob reach Complete
 #   make test   everything CI runs: lint, types, layer contracts, unit, integration and e2e tests
 #
 # Control-plane binaries are built from pinned Go modules by hack/build-binaries.sh and cached by version
