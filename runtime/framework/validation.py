@@ -103,11 +103,16 @@ def _render(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return elide(str(value))
-    if isinstance(value, str):
-        return elide(orjson.dumps(value).decode())
-    return elide(orjson.dumps(value, default=str).decode())
+    try:
+        if isinstance(value, (int, float)):
+            return elide(str(value))
+        if isinstance(value, str):
+            return elide(orjson.dumps(value).decode())
+        return elide(orjson.dumps(value, default=str).decode())
+    except (ValueError, TypeError):
+        # An integer too long to print (Python refuses over 4300 digits) or beyond JSON's 64 bits: only
+        # parsed YAML holds one (the API server stores int64 at most). Say so rather than fail to report.
+        return "<a value too large to print>"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -367,6 +367,16 @@ def test_build_info_refuses_a_count_that_is_not_a_bounded_integer(value: Any, me
     assert count_error("x", MAX_PODS_PER_JOB, MAX_PODS_PER_JOB) is None
 
 
+def test_a_field_error_reports_a_value_too_large_to_print_instead_of_failing() -> None:
+    # Python refuses to print an int of over 4300 digits and orjson one beyond 64 bits: the error that
+    # reports such a value must still come out, naming the field and the limit.
+    assert str(count_error("spec.trainer.numNodes", 10**5000, MAX_PODS_PER_JOB)) == (
+        "spec.trainer.numNodes: Invalid value: <a value too large to print>: "
+        f"must be less than or equal to {MAX_PODS_PER_JOB}"
+    )
+    assert str(count_error("spec.trainer.numNodes", [2**70], MAX_PODS_PER_JOB)).endswith("must be an integer")
+
+
 @pytest.mark.parametrize("seconds", [INT32_MAX, INT64_MAX, 10**30])
 def test_an_active_deadline_at_the_int_maxima_is_a_deadline_not_a_crash(seconds: int) -> None:
     # Before: int64 max raised OverflowError out of next_status (a date past year 9999).
