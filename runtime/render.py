@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import stat
 import sys
 import traceback
@@ -58,7 +57,6 @@ from runtime.api.views import ObjectView, TrainJobView
 from runtime.core import RuntimeRegistry
 from runtime.echo import ECHO_LIMIT, elide
 from runtime.framework import (
-    ErrorType,
     FieldError,
     Framework,
     FrameworkError,
@@ -76,6 +74,9 @@ from runtime.plugins.trainjobstatus import (
     TrainJobStatusPlugin,
 )
 from runtime.resources import InvalidQuantityError
+from runtime.schema import CRD_DIR, CRDError, SchemaChecker, oversize_warning
+from runtime.schema import copy_json as _copy
+from runtime.schema import json_type as _json_type
 
 __all__ = [
     "PLACEHOLDER_SSH_KEYS",
@@ -100,8 +101,8 @@ PLACEHOLDER_SSH_KEYS = SSHKeyPair(
 )
 """What the MPI Secret holds by default in render output: readable text, not a usable key."""
 
-DEFAULT_CRD_DIR = Path(__file__).resolve().parents[1] / "config" / "crd"
-"""The CRDs of a source checkout (`config/crd/`); installed packages must pass `--crd-dir`."""
+DEFAULT_CRD_DIR = CRD_DIR
+"""Where `--crd-dir` defaults to: the CRDs shipped with this package (`runtime.schema.CRD_DIR`)."""
 
 EXIT_OK = 0
 EXIT_INTERNAL_ERROR = 1
@@ -247,351 +248,6 @@ def load_documents(
     return documents
 
 
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (type(None), "null"),
-    (bool, "boolean"),  # before int: booleans are ints in Python, not integers in a schema
-    (int, "integer"),
-    (float, "number"),
-    (str, "string"),
-    (list, "array"),
-    (dict, "object"),
-)
-
-
-def _json_type(value: object) -> str:
-    """The JSON type of a decoded value, as a schema names it (booleans are not integers)."""
-    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Structural schema checks and defaults (what the API server does before storing a custom resource)
-
-
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
-_JSON_SAFE_INTEGER = 2**53 - 1
-"""The largest whole float64 that go-openapi takes for an integer (ECMAScript's MAX_SAFE_INTEGER)."""
-
-_OLD_SELF = re.compile(r"\boldSelf\b")
-
-
-def _as_integer(value: float) -> float | int:
-    """`value` as kube-apiserver stores it where the schema says integer (or int-or-string).
-
-    kube-apiserver decodes a JSON number with a fraction or an exponent (`2.0`, `2e0`) into a float64. The
-    schema check (go-openapi `swag.IsFloat64AJSONInteger`, then `IsValueValidAgainstRange`) accepts it for
-    an integer when it is a whole number within +-(2**53 - 1), and Go's JSON encoder writes that float back
-    without a fraction, so `2.0` is stored, and read back, as `2`. Any other float is returned unchanged
-    (and then rejected as a number): `1.5`, `2**53`, `1e21`, and near-integers such as `1.0000000001`.
-    """
-    if value.is_integer() and abs(value) <= _JSON_SAFE_INTEGER:
-        return int(value)
-    return value
-
-
-def _shown(value: Any) -> Any:
-    """`value` made printable as JSON in an error message (string keys, integers within int64)."""
-    if isinstance(value, dict):
-        return {str(k): _shown(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shown(v) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
-        return str(value)
-    return value
-
-
-def _canonical(value: Any) -> str:
-    """A key for set and map list uniqueness: equal JSON values give equal keys."""
-    return repr(_sorted(value))
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return sorted(((repr(k), _sorted(v)) for k, v in value.items()), key=lambda kv: kv[0])
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return (type(value).__name__, value)
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of decoded YAML/JSON (any keys, any integers: the schema check reports those)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-class SchemaChecker:
-    """Checks objects against CRD structural schemas and fills in their defaults.
-
-    Supported keywords: `type`, `properties`, `required`, `additionalProperties`, `items`, `enum`,
-    `format` (int32/int64 bounds), `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`,
-    `minProperties`/`maxProperties`, `pattern`, `default`, `nullable`, `x-kubernetes-int-or-string`,
-    `x-kubernetes-preserve-unknown-fields`, and the uniqueness of `x-kubernetes-list-type: set|map`
-    items. As the API server does, a null for a non-nullable field is dropped before defaulting, and a
-    whole float where the schema says integer or int-or-string (`1.0`: the Kubeflow SDK sends quantities
-    so) is accepted and kept as the integer the server stores (`_as_integer`). CEL rules are not evaluated,
-    except that a field holding such a float fails each of its rules as the server's CEL does
-    (`_float_seen_by_cel`).
-    """
-
-    __slots__ = ("_schemas",)
-
-    def __init__(self, schemas: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
-        self._schemas = dict(schemas)
-        """(apiVersion, kind) → the version's `openAPIV3Schema`."""
-
-    @classmethod
-    def from_crd_dir(cls, directory: Path) -> SchemaChecker:
-        schemas: dict[tuple[str, str], Mapping[str, Any]] = {}
-        for document in load_documents(directory):
-            if document.kind != "CustomResourceDefinition":
-                continue
-            spec = document.obj.get("spec") or {}
-            group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
-            for version in spec.get("versions") or ():
-                schema = ((version.get("schema") or {}).get("openAPIV3Schema")) or {}
-                schemas[(f"{group}/{version.get('name', '')}", kind)] = schema
-        if not schemas:
-            raise RenderError(f"{directory}: no CustomResourceDefinitions found")
-        return cls(schemas)
-
-    def check(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
-        """(a defaulted copy of `obj`, the field errors); objects of unknown kinds come back unchanged."""
-        copy = cast(dict[str, Any], _copy(obj))
-        schema = self._schemas.get((str(obj.get("apiVersion", "")), str(obj.get("kind", ""))))
-        if schema is None:
-            return copy, []
-        errors: list[FieldError] = []
-        checked = self._value(copy, schema, "", errors, root=True)
-        return cast(dict[str, Any], checked), errors
-
-    # One value against one schema node; returns it defaulted, and normalised as the API server stores it.
-    def _value(
-        self,
-        value: Any,
-        schema: Mapping[str, Any],
-        path: str,
-        errors: list[FieldError],
-        *,
-        root: bool = False,
-    ) -> Any:
-        int_or_string = bool(schema.get("x-kubernetes-int-or-string"))
-        if isinstance(value, float) and (int_or_string or schema.get("type") == "integer"):
-            value = _as_integer(value)
-            if isinstance(value, int):
-                self._float_seen_by_cel(schema, path, errors)
-        if int_or_string:
-            if _json_type(value) not in ("integer", "string"):
-                errors.append(FieldError.invalid(path, _shown(value), "must be an integer or a string"))
-            elif isinstance(value, str):
-                self._string(value, schema, path, errors)
-            else:
-                self._number(value, {"format": "int64"}, path, errors)
-            return value
-        kind = schema.get("type")
-        if kind is None and ("properties" in schema or "additionalProperties" in schema):
-            kind = "object"
-        if kind is None:
-            return value
-        actual = _json_type(value)
-        if actual != kind and not (kind == "number" and actual == "integer"):
-            errors.append(FieldError.invalid(path, _shown(value), f"must be of type {kind}, not {actual}"))
-            return value
-        if kind == "object":
-            return self._object(value, schema, path, errors, root=root)
-        if kind == "array":
-            return self._array(value, schema, path, errors)
-        if kind == "string":
-            self._string(value, schema, path, errors)
-        elif kind in ("integer", "number"):
-            self._number(value, schema, path, errors)
-        return value
-
-    def _object(
-        self,
-        value: dict[Any, Any],
-        schema: Mapping[str, Any],
-        path: str,
-        errors: list[FieldError],
-        *,
-        root: bool,
-    ) -> dict[str, Any]:
-        for key in list(value):
-            if not isinstance(key, str):
-                errors.append(FieldError.invalid(path or "<root>", _shown(key), "keys must be strings"))
-                del value[key]
-        properties: Mapping[str, Any] = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
-        for key in list(value):
-            child = f"{path}.{key}" if path else key
-            sub = properties.get(key)
-            if sub is None and isinstance(extra, dict):
-                sub = extra
-                child = f"{path}[{key}]"
-            if value[key] is None and not (sub or {}).get("nullable"):
-                del value[key]  # the API server prunes nulls of non-nullable fields before defaulting
-                continue
-            if root and key == "metadata":
-                value[key] = self._metadata(value[key], errors)
-            elif sub is not None:
-                value[key] = self._value(value[key], sub, child, errors)
-            elif properties and not preserve and extra is not True:
-                errors.append(FieldError.forbidden(child, "field not declared in schema"))
-        for key, sub in properties.items():
-            if key not in value and isinstance(sub, dict) and "default" in sub:
-                child = f"{path}.{key}" if path else key
-                value[key] = self._value(_copy(sub["default"]), sub, child, errors)
-        for key in schema.get("required") or ():
-            if key not in value:
-                errors.append(FieldError.required(f"{path}.{key}" if path else key, ""))
-        self._size(len(value), schema, path, errors, bounds=("minProperties", "maxProperties", "properties"))
-        return cast(dict[str, Any], value)
-
-    @staticmethod
-    def _float_seen_by_cel(schema: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-        """The CEL errors of a whole float accepted for an integer: CEL reads the float64 the server decoded.
-
-        apiserver's `UnstructuredToVal` converts only Go integers to a CEL int, so every rule on the node
-        that runs on create (every rule but a transition rule, one that reads `oldSelf` without
-        `optionalOldSelf`) fails to evaluate, whatever it says. Rules on an ancestor that read the value are
-        not modelled (none of the Trainer CRDs has one on a TrainJob or a runtime).
-        """
-        if schema.get("x-kubernetes-int-or-string"):
-            problem = "invalid data, expected XIntOrString value to be either a string or integer"
-        else:
-            problem = "invalid data, expected int, got float64"
-        for rule in schema.get("x-kubernetes-validations") or ():
-            if _OLD_SELF.search(str(rule.get("rule", ""))) and not rule.get("optionalOldSelf"):
-                continue
-            text = str(rule.get("message") or "").strip() or str(rule.get("rule", "")).strip()
-            errors.append(
-                FieldError.invalid(path, schema.get("type", ""), f"{problem} evaluating rule: {text}")
-            )
-
-    @staticmethod
-    def _metadata(value: Any, errors: list[FieldError]) -> Any:
-        if not isinstance(value, dict):
-            errors.append(
-                FieldError.invalid(
-                    "metadata", _shown(value), f"must be of type object, not {_json_type(value)}"
-                )
-            )
-            return value
-        for key in ("name", "namespace", "uid", "generateName"):
-            if key in value and not isinstance(value[key], str):
-                errors.append(
-                    FieldError.invalid(f"metadata.{key}", _shown(value[key]), "must be of type string")
-                )
-        for key in ("labels", "annotations"):
-            items = value.get(key)
-            if items is None:
-                continue
-            if not isinstance(items, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in items.items()
-            ):
-                errors.append(
-                    FieldError.invalid(
-                        f"metadata.{key}", _shown(items), "must be a map of strings to strings"
-                    )
-                )
-        return value
-
-    def _array(
-        self, value: list[Any], schema: Mapping[str, Any], path: str, errors: list[FieldError]
-    ) -> list[Any]:
-        items = schema.get("items")
-        if isinstance(items, dict):
-            value = [self._value(item, items, f"{path}[{index}]", errors) for index, item in enumerate(value)]
-        self._size(len(value), schema, path, errors, bounds=("minItems", "maxItems", "items"))
-        list_type = schema.get("x-kubernetes-list-type")
-        seen: set[str] = set()
-        for index, item in enumerate(value):
-            if list_type == "set":
-                key = _canonical(item)
-            elif list_type == "map" and isinstance(item, dict):
-                key = _canonical([item.get(k) for k in schema.get("x-kubernetes-list-map-keys") or ()])
-            else:
-                continue
-            if key in seen:
-                errors.append(
-                    FieldError(
-                        path=f"{path}[{index}]", type=ErrorType.DUPLICATE, value=_shown(item), message=""
-                    )
-                )
-            seen.add(key)
-        return value
-
-    @staticmethod
-    def _size(
-        size: int,
-        schema: Mapping[str, Any],
-        path: str,
-        errors: list[FieldError],
-        *,
-        bounds: tuple[str, str, str],
-    ) -> None:
-        low, high, noun = bounds
-        if low in schema and size < schema[low]:
-            errors.append(FieldError.invalid(path, size, f"should have at least {schema[low]} {noun}"))
-        if high in schema and size > schema[high]:
-            errors.append(
-                FieldError(
-                    path=path,
-                    type=ErrorType.TOO_MANY,
-                    value=size,
-                    message=f"must have at most {schema[high]} {noun}",
-                )
-            )
-
-    @staticmethod
-    def _string(value: str, schema: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-        enum = schema.get("enum")
-        if enum is not None and value not in enum:
-            errors.append(FieldError.not_supported(path, value, [str(e) for e in enum]))
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(
-                FieldError(
-                    path=path,
-                    type=ErrorType.TOO_LONG,
-                    message=f"may not be longer than {schema['maxLength']}",
-                )
-            )
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(
-                FieldError.invalid(path, value, f"should be at least {schema['minLength']} chars long")
-            )
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                matched = re.search(pattern, value) is not None
-            except re.error:
-                matched = True  # an RE2 construct Python lacks: leave it to the API server
-            if not matched:
-                errors.append(FieldError.invalid(path, value, f"should match '{pattern}'"))
-
-    @staticmethod
-    def _number(value: float, schema: Mapping[str, Any], path: str, errors: list[FieldError]) -> None:
-        enum = schema.get("enum")
-        if enum is not None and value not in enum:
-            errors.append(FieldError.not_supported(path, value, [str(e) for e in enum]))
-        # Integers without a format are int64 too: the API server decodes no larger number.
-        size = str(schema.get("format") or "int64")
-        bounds = {"int32": _INT32, "int64": _INT64}.get(size)
-        if isinstance(value, int) and bounds is not None and not bounds[0] <= value <= bounds[1]:
-            errors.append(FieldError.invalid(path, _shown(value), f"must fit in {size}"))
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(
-                FieldError.invalid(path, value, f"should be greater than or equal to {schema['minimum']}")
-            )
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(
-                FieldError.invalid(path, value, f"should be less than or equal to {schema['maximum']}")
-            )
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Rendering
 
@@ -630,8 +286,9 @@ class RenderResult:
     """Why nothing is rendered, when nothing is."""
 
 
-def _checked(document: Document, schemas: SchemaChecker | None) -> dict[str, Any]:
-    """The document's object, schema-checked and defaulted, with a `metadata.name`."""
+def _checked(document: Document, schemas: SchemaChecker | None, warnings: list[str]) -> dict[str, Any]:
+    """The document's object, schema-checked and defaulted, with a `metadata.name`; a warning goes to
+    `warnings` when it is too large for the API server to store."""
     if schemas is None:
         obj, errors = cast(dict[str, Any], _copy(document.obj)), list[FieldError]()
     else:
@@ -641,6 +298,8 @@ def _checked(document: Document, schemas: SchemaChecker | None) -> dict[str, Any
         errors.append(FieldError.required("metadata.name", "name or generateName is required"))
     if errors:
         raise RenderError(f"{document.describe()} is invalid", [str(e) for e in errors])
+    if (warning := oversize_warning(obj, document.describe())) is not None:
+        warnings.append(warning)
     return obj
 
 
@@ -681,15 +340,38 @@ def render(
     existing: Iterable[Document] = (),
     options: RenderOptions | None = None,
 ) -> RenderResult:
-    """The objects the controller would apply for the TrainJob; raises `RenderError` for invalid input."""
+    """The objects the controller would apply for the TrainJob; raises `RenderError` for invalid input.
+
+    Without schemas (`--no-schema`, or no CRDs found) nothing has checked the input's shape, which the
+    pipeline relies on: a `TypeError`, `AttributeError`, `KeyError` or `ValueError` it raises then means
+    input that its CRD would refuse, and is reported as such.
+    """
     options = options or RenderOptions()
-    document = trainjob_document
+    try:
+        return _render(trainjob_document, runtimes, existing, options)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        if options.schemas is not None:
+            raise
+        raise RenderError(
+            f"{trainjob_document.source}: cannot be rendered without schema checks",
+            [
+                f"{type(exc).__name__}: {exc}",
+                "a TrainJob or runtime does not have the shape of its CRD; drop --no-schema (or pass "
+                "--crd-dir) to see which field",
+            ],
+        ) from exc
+
+
+def _render(
+    document: Document, runtimes: Iterable[Document], existing: Iterable[Document], options: RenderOptions
+) -> RenderResult:
     if document.api_version != constants.API_VERSION or document.kind != constants.TRAINJOB_KIND:
         raise RenderError(
             f"{document.source}: expected a {constants.TRAINJOB_KIND} ({constants.API_VERSION}), found "
             f"{document.kind or 'no kind'} ({document.api_version or 'no apiVersion'})"
         )
-    trainjob = _checked(document, options.schemas)
+    warnings: list[str] = []
+    trainjob = _checked(document, options.schemas, warnings)
     metadata = trainjob["metadata"]
     namespace = metadata.get("namespace")
     if options.namespace and namespace and namespace != options.namespace:
@@ -702,7 +384,7 @@ def render(
 
     objects: dict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = {}
     for runtime_document in runtimes:
-        runtime = _checked(runtime_document, options.schemas)
+        runtime = _checked(runtime_document, options.schemas, warnings)
         if runtime_document.kind == constants.TRAINING_RUNTIME_KIND:
             runtime["metadata"].setdefault("namespace", metadata["namespace"])
         key = _key(runtime)
@@ -717,9 +399,11 @@ def render(
     view = TrainJobView(trainjob)
     name = f"{constants.TRAINJOB_KIND} {view.namespace}/{view.name}"
     if not view.is_managed_by_trainer:
-        return RenderResult(objects=[], notes=(f"{name} is managed by {view.managed_by}: nothing to apply",))
+        note = f"{name} is managed by {view.managed_by}: nothing to apply"
+        return RenderResult(objects=[], warnings=tuple(warnings), notes=(note,))
     if view.is_finished:
-        return RenderResult(objects=[], notes=(f"{name} has finished: nothing to apply",))
+        note = f"{name} has finished: nothing to apply"
+        return RenderResult(objects=[], warnings=tuple(warnings), notes=(note,))
 
     try:
         framework = Framework(
@@ -736,7 +420,7 @@ def render(
         built = registry.new_objects(typed, reader)
     except (FrameworkError, InvalidQuantityError) as exc:
         raise RenderError(f"cannot build the objects of {name}", [str(exc)]) from exc
-    return RenderResult(objects=built, warnings=verdict.warnings)
+    return RenderResult(objects=built, warnings=(*warnings, *verdict.warnings))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -893,7 +577,10 @@ def _options(
     else:
         crd_dir: Path = args.crd_dir or DEFAULT_CRD_DIR
         if crd_dir.is_dir():
-            schemas = SchemaChecker.from_crd_dir(crd_dir)
+            try:
+                schemas = SchemaChecker.from_crd_dir(crd_dir)
+            except CRDError as exc:
+                raise RenderError(f"--crd-dir: {exc}") from exc
         elif args.crd_dir is not None:
             raise RenderError(f"--crd-dir {crd_dir}: no such directory")
         else:
