@@ -17,7 +17,8 @@ Guarantees:
 - **Validation** collects every problem before raising (upstream's ``validate``, plus the checks listed
   below), so one run shows them all.
 - The values are frozen dataclasses; maps are read-only. :meth:`Configuration.as_wire` gives the defaulted
-  configuration back in its wire form (camelCase), which is what ``runtime``'s plugins read.
+  configuration back in its wire form (camelCase keys, Go durations), e.g. to log or hand to code that reads
+  the file's shape; decoding it gives the same value back.
 
 Deliberate differences from upstream, each making a mistake visible at start-up instead of later:
 
@@ -227,7 +228,7 @@ class Configuration:
         return _replace(self, feature_gates=self.feature_gates.with_overrides(overrides))
 
     def as_wire(self) -> dict[str, Any]:
-        """The defaulted configuration in its file form (camelCase keys), e.g. for runtime plugins."""
+        """The defaulted configuration in its file form (camelCase keys); it decodes to this value."""
         wire: dict[str, Any] = {
             "apiVersion": API_VERSION,
             "kind": KIND,
