@@ -36,11 +36,12 @@ Deliberately missing: ``Named`` validation beyond uniqueness, ``WatchesRawSource
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from controller.cache import Informers
 from controller.clock import Clock
 from controller.controller import Controller
-from controller.gvk import GVK
+from controller.gvk import GVK, Resource
 from controller.handler import (
     EnqueueRequestForObject,
     EnqueueRequestForOwner,
@@ -49,42 +50,37 @@ from controller.handler import (
     MapFunc,
     with_low_priority_when_unchanged,
 )
+from controller.manager import Runnable
 from controller.predicate import Predicate
 from controller.reconcile import Reconciler, Request
 from controller.source import Kind
 from controller.workqueue.rate_limiters import RateLimiter
 
-__all__ = ["BuilderManager", "ControllerBuilder"]
+__all__ = ["BuilderManager", "ControllerBuilder", "ResourceMapper"]
 
 _OWN_HANDLERS = (EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc)
 
 
-class _Informers(Protocol):
-    def get_informer(self, gvk: GVK, *, block_until_synced: bool = True) -> Any: ...
+class ResourceMapper(Protocol):
+    """Where a kind is served (``client.resource_for``): the builder asks whether the ``for_`` kind is
+    namespaced."""
 
-
-class _Resource(Protocol):
-    @property
-    def namespaced(self) -> bool: ...
-
-
-class _Mapper(Protocol):
-    def resource_for(self, gvk: GVK) -> _Resource: ...
+    def resource_for(self, gvk: GVK) -> Resource: ...
 
 
 class BuilderManager(Protocol):
     """What the builder needs of a manager (``controller.manager.Manager`` has it)."""
 
     @property
-    def cache(self) -> _Informers: ...
+    def cache(self) -> Informers: ...
 
     @property
-    def client(self) -> _Mapper: ...
+    def client(self) -> ResourceMapper: ...
 
     @property
     def clock(self) -> Clock: ...
 
-    def add(self, runnable: Any) -> None: ...
+    def add(self, runnable: Runnable) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,10 @@ Go origin: controller-runtime ``pkg/cache`` (``informerCache``, ``Options.ByObje
 ``SyncPeriod``), ``pkg/cache/internal/informers.go`` (lazy per-GVK informers, start/stop, wait for sync) and
 ``pkg/cache/internal/cache_reader.go`` (``Get``/``List`` over the indexer, label and field-index filtering).
 
+The seams: :class:`Reader` is what a reconciler reads through (``get``, ``list``, ``by_index``);
+:class:`Informers` is what the builder and the field indexers need (``get_informer``); :class:`Cache` is both
+plus the lifecycle the manager drives. :class:`InformerCache` implements all three.
+
 Guarantees:
 
 - **One informer per kind**, created lazily by :meth:`InformerCache.get_informer` (or the first ``get`` or
@@ -42,18 +46,17 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from controller import errors
 from controller.clock import REAL_CLOCK, Clock
+from controller.gvk import GVK
 from controller.indexers.field import field_index_name, key_to_namespaced_key
 from controller.informers.mutation_detector import CacheMutationError
 from controller.informers.reflector import ListerWatcher
 from controller.informers.shared_informer import SharedIndexInformer, TransformFunc, strip_managed_fields
 from controller.informers.store import NAMESPACE_INDEX, meta_namespace_index_func
-
-if TYPE_CHECKING:
-    from controller.gvk import GVK
+from controller.object import Object
 
 DEFAULT_SYNC_PERIOD = 10 * 3600.0
 """controller-runtime's default ``SyncPeriod``."""
@@ -64,6 +67,57 @@ STOP_CHECK_PERIOD = 0.1
 
 class CacheNotStarted(RuntimeError):
     """A read was attempted on a cache that has not been started, or has been stopped."""
+
+
+ObjectList = list[Object]
+"""``list[Object]``, named once where a class's own ``list`` method would shadow the builtin."""
+
+
+class Reader(Protocol):
+    """What a reconciler reads through (controller-runtime ``client.Reader`` over the cache).
+
+    Everything returned is the cache's own, shared and read-only by contract.
+    """
+
+    def get(self, gvk: GVK, name: str, namespace: str | None = None) -> Object:
+        """The object; raises :class:`~controller.errors.NotFound` if the cache has none of that name."""
+        ...
+
+    def list(
+        self,
+        gvk: GVK,
+        namespace: str | None = None,
+        *,
+        label_selector: str | Mapping[str, str] | LabelSelector | None = None,
+    ) -> list[Object]:
+        """Objects of ``gvk`` in ``namespace`` (None: all) matching ``label_selector``, in no order."""
+        ...
+
+    def by_index(self, gvk: GVK, index_name: str, value: str, *, namespace: str | None = None) -> ObjectList:
+        """Objects filed under ``value`` in the field index ``index_name`` (registered with
+        :func:`controller.indexers.index_field`), in ``namespace`` (None: all), in no order
+        (``client.MatchingFields``)."""
+        ...
+
+
+class Informers(Protocol):
+    """The informer of a kind, created on first use (``cache.Informers.GetInformer``)."""
+
+    def get_informer(self, gvk: GVK, *, block_until_synced: bool = True) -> SharedIndexInformer: ...
+
+
+class Cache(Reader, Informers, Protocol):
+    """A :class:`Reader` and :class:`Informers` with the lifecycle the manager drives (``cache.Cache``)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def wait_for_cache_sync(
+        self, timeout: float | None = None, stop: threading.Event | None = None
+    ) -> bool: ...
+
+    def has_synced(self) -> bool: ...
 
 
 class ListerWatcherFactory(Protocol):
@@ -363,7 +417,7 @@ class InformerCache:
             self._wait_synced(informer, gvk)
         return informer
 
-    def get(self, gvk: GVK, name: str, namespace: str | None = None) -> dict[str, Any]:
+    def get(self, gvk: GVK, name: str, namespace: str | None = None) -> Object:
         """The cached object; raises :class:`~controller.errors.NotFound`. Shared: do not mutate it."""
         informer = self._synced_informer(gvk)
         if namespace and self._is_namespaced is not None and not self._is_namespaced(gvk):
@@ -377,16 +431,17 @@ class InformerCache:
                 reason=errors.REASON_NOT_FOUND,
                 details={"name": name, "group": gvk.group, "kind": gvk.kind},
             )
-        result: dict[str, Any] = obj
+        result: Object = obj
         return result
 
     def list(
         self,
         gvk: GVK,
         namespace: str | None = None,
+        *,
         label_selector: str | Mapping[str, str] | LabelSelector | None = None,
         index: tuple[str, str] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Object]:
         """Cached objects of ``gvk`` in ``namespace`` (None: all), matching ``label_selector``, and, with
         ``index=(field_name, value)``, filed under ``value`` in that field index. Shared: do not mutate them.
         """
@@ -409,6 +464,11 @@ class InformerCache:
         if not selector:
             return list(objs)
         return [o for o in objs if selector.matches(o.get("metadata", {}).get("labels"))]
+
+    def by_index(self, gvk: GVK, index_name: str, value: str, *, namespace: str | None = None) -> ObjectList:
+        """Objects filed under ``value`` in the field index ``index_name``, in ``namespace`` (None: all).
+        ``list(gvk, namespace, index=(index_name, value))``. Raises ``ValueError`` if no such index."""
+        return self.list(gvk, namespace, index=(index_name, value))
 
     def __repr__(self) -> str:
         with self._lock:

@@ -1,4 +1,4 @@
-"""Health and readiness endpoints with named checks, and the loopback HTTP server the manager serves them on.
+"""Health and readiness endpoints with named checks, and the HTTP server the manager serves them on.
 
 Go origin: controller-runtime ``pkg/healthz/healthz.go`` (the aggregated handler, ``?verbose``,
 ``?exclude=``, per-check sub-paths, ``Ping``) and the manager's probe/metrics listeners
@@ -15,15 +15,17 @@ Guarantees:
   name is 404. The reason is only shown on the sub-path, as upstream.
 - A check is a function that returns on success and raises on failure. Checks run on the request's thread
   with no lock held; a slow check delays only its own request.
-- :class:`LoopbackServer` binds loopback addresses only (``127.0.0.1``, ``::1``, ``localhost``) and refuses
-  anything else; it buffers each response into one write and sets ``TCP_NODELAY``, so a response never waits
-  for a delayed ACK (the 44 ms Nagle stall). Its threads are named ``<name>/serve`` and ``<name>/request``,
-  and :meth:`LoopbackServer.stop` joins all of them. Connections are closed after each response, and a
-  client that stays silent is dropped after a read timeout (32 s) or at once when the server stops, so an
-  idle or half-open connection can neither pile up threads nor hold up a shutdown.
+- :class:`Server` binds where it is told: :func:`parse_bind_address` accepts loopback (the default,
+  ``127.0.0.1``) and explicit addresses (the Pod IP), and refuses every-interface addresses (``0.0.0.0``,
+  ``::``, ``":8080"``) unless the caller opts in with ``allow_all_interfaces``. It buffers each response
+  into one write and sets ``TCP_NODELAY``, so a response never waits for a delayed ACK (the 44 ms Nagle
+  stall). Its threads are named ``<name>/serve`` and ``<name>/request``, and :meth:`Server.stop` joins all
+  of them. Connections are closed after each response, and a client that stays silent is dropped after a
+  read timeout (32 s) or at once when the server stops, so an idle or half-open connection can neither pile
+  up threads nor hold up a shutdown.
 
-Deliberately missing: TLS and authentication (loopback only), HEAD and other methods (405), and the
-``livez`` family.
+Deliberately missing: TLS and authentication (bind loopback or the Pod IP), HEAD and other methods (405),
+and the ``livez`` family.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ __all__ = [
     "PING",
     "Checker",
     "Handler",
-    "LoopbackServer",
     "Response",
+    "Server",
     "parse_bind_address",
 ]
 
@@ -75,7 +77,7 @@ class Response:
 
 
 App = Callable[[str, Mapping[str, list[str]], Mapping[str, str]], Response]
-"""What a :class:`LoopbackServer` serves: ``(path, query, headers) -> Response`` for GET requests."""
+"""What a :class:`Server` serves: ``(path, query, headers) -> Response`` for GET requests."""
 
 
 class Handler:
@@ -139,11 +141,14 @@ class Handler:
         return f"Handler(kind={self._kind!r}, checks={sorted(self._checks)})"
 
 
-def parse_bind_address(address: str) -> tuple[str, int] | None:
+def parse_bind_address(address: str, *, allow_all_interfaces: bool = False) -> tuple[str, int] | None:
     """``"127.0.0.1:8081"`` → ``("127.0.0.1", 8081)``; ``"0"`` or ``""`` → None (endpoint disabled).
 
-    Raises ValueError for a malformed address or one that is not loopback (this project never serves on
-    other interfaces).
+    The host is ``localhost`` or an IP address: loopback, or an explicit address of this machine (in a Pod,
+    the Pod IP, so the kubelet can probe it and nothing else on the node's other interfaces can). The
+    unspecified addresses (``0.0.0.0``, ``::``, or an empty host as in Go's ``":8080"``, all meaning every
+    interface) are refused unless ``allow_all_interfaces``; an empty host then binds ``0.0.0.0``. Raises
+    ValueError for a malformed or refused address.
     """
     if address in ("", "0"):
         return None
@@ -151,14 +156,21 @@ def parse_bind_address(address: str) -> tuple[str, int] | None:
     if not sep or not port_text.isdigit():
         raise ValueError(f"bind address {address!r} is not host:port")
     host = host.strip("[]")
-    if host != "localhost":
+    if host == "localhost":
+        return host, int(port_text)
+    if not host:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv4Address("0.0.0.0")
+    else:
         try:
-            loopback = ipaddress.ip_address(host).is_loopback
+            ip = ipaddress.ip_address(host)
         except ValueError as exc:
             raise ValueError(f"bind address {address!r} has no IP address") from exc
-        if not loopback:
-            raise ValueError(f"bind address {address!r} is not a loopback address; refusing to serve on it")
-    return host, int(port_text)
+    if ip.is_unspecified and not allow_all_interfaces:
+        raise ValueError(
+            f"bind address {address!r} means every interface; refusing to serve on it without "
+            "allow_all_interfaces (bind 127.0.0.1, or the Pod IP)"
+        )
+    return str(ip), int(port_text)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -248,8 +260,8 @@ READ_TIMEOUT = 32.0
 ``ReadHeaderTimeout`` for its probe and metrics servers)."""
 
 
-class LoopbackServer:
-    """An HTTP server on a loopback address, serving ``app`` on an owned thread until :meth:`stop`.
+class Server:
+    """An HTTP server on one address, serving ``app`` on an owned thread until :meth:`stop`.
 
     A client that sends nothing for ``read_timeout`` seconds is disconnected, so idle connections cannot
     pile up request threads.
@@ -302,4 +314,4 @@ class LoopbackServer:
 
     def __repr__(self) -> str:
         state = "serving" if self._thread is not None else "stopped"
-        return f"LoopbackServer({self._name!r}, {self.address[0]}:{self.address[1]}, {state})"
+        return f"Server({self._name!r}, {self.address[0]}:{self.address[1]}, {state})"

@@ -41,7 +41,8 @@ Guarantees:
 
 Deliberately missing: webhooks (later), warm-up of controllers on standby replicas, ``Add`` after start
 (runnables must be added before :meth:`Manager.run`), pprof, TLS and authentication on the metrics
-endpoint (it is bound to loopback), and compression of metrics responses.
+endpoint (bind it to loopback, the default, or the Pod IP; never every interface unless
+``allow_all_interfaces``), and compression of metrics responses.
 """
 
 from __future__ import annotations
@@ -53,26 +54,27 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 from prometheus_client.exposition import choose_encoder
 
 from controller import metrics
-from controller.cache import InformerCache
-from controller.client import Client
+from controller.cache import DEFAULT_SYNC_PERIOD, ByObject, Cache, InformerCache
+from controller.client import DEFAULT_BURST, DEFAULT_QPS, Client
 from controller.clock import REAL_CLOCK, Clock
 from controller.events import EventBroadcaster, EventRecorder
 from controller.gvk import GVK
-from controller.healthz import Checker, Handler, LoopbackServer, Response, parse_bind_address
-from controller.leaderelection import LeaderElector, LeaseLock, new_identity
+from controller.healthz import Checker, Handler, Response, Server, parse_bind_address
+from controller.leaderelection import LeaderElector, LeaseClient, LeaseLock, new_identity
 
 __all__ = [
-    "Cache",
     "LeaderElectionLost",
     "Manager",
     "ManagerError",
+    "ManagerOptions",
     "Runnable",
 ]
 
@@ -105,18 +107,49 @@ class Runnable(Protocol):
     def need_leader_election(self) -> bool: ...
 
 
-class Cache(Protocol):
-    """The manager's informer cache (``controller.cache``), as the manager and the builder use it."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagerOptions:
+    """How a :class:`Manager` runs (controller-runtime ``manager.Options``); the defaults are upstream's.
 
-    def get_informer(self, gvk: GVK) -> Any: ...
+    Servers: ``health_probe_bind_address`` and ``metrics_bind_address`` are ``host:port`` (``"0"`` or
+    ``""`` disables the server); the host is loopback (the default) or an explicit address such as the Pod
+    IP. Every-interface addresses (``0.0.0.0``, ``::``, ``":8080"``) are refused unless
+    ``allow_all_interfaces``.
 
-    def start(self) -> None: ...
+    Leader election: ``leader_election_id`` names the Lease, in ``leader_election_namespace`` (empty: the
+    Pod's namespace from its service account); ``identity`` defaults to ``<hostname>_<uuid>``.
 
-    def stop(self) -> None: ...
+    ``qps``/``burst`` configure the client :meth:`Manager.from_kubeconfig` builds (each resource type gets
+    its own token bucket); a client passed to :class:`Manager` keeps its own. ``by_object``,
+    ``sync_period`` and ``gc_tuning`` configure the default cache (not one passed to :class:`Manager`).
+    """
 
-    def wait_for_cache_sync(
-        self, timeout: float | None = None, stop: threading.Event | None = None
-    ) -> bool: ...
+    health_probe_bind_address: str = "127.0.0.1:8081"
+    metrics_bind_address: str = "127.0.0.1:8080"
+    allow_all_interfaces: bool = False
+    leader_election: bool = False
+    leader_election_id: str = ""
+    leader_election_namespace: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str | None = None
+    graceful_shutdown_timeout: float = 30.0
+    cache_sync_timeout: float = 120.0
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+    by_object: Mapping[GVK, ByObject] = field(default_factory=dict)
+    sync_period: float = DEFAULT_SYNC_PERIOD
+    gc_tuning: bool = False
+    clock: Clock = REAL_CLOCK
+
+    def __post_init__(self) -> None:
+        if self.leader_election and not self.leader_election_id:
+            raise ValueError("leader_election_id is required when leader election is enabled")
+        if self.leader_election and not (self.lease_duration > self.renew_deadline > self.retry_period > 0):
+            raise ValueError("leader election needs lease_duration > renew_deadline > retry_period > 0")
+        for address in (self.health_probe_bind_address, self.metrics_bind_address):
+            parse_bind_address(address, allow_all_interfaces=self.allow_all_interfaces)
 
 
 class _Waker:
@@ -155,39 +188,34 @@ class Manager:
     def __init__(
         self,
         client: Client,
+        options: ManagerOptions | None = None,
         *,
         cache: Cache | None = None,
-        leader_election: bool = False,
-        leader_election_id: str = "",
-        leader_election_namespace: str = "",
-        leader_election_client: Any = None,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
-        identity: str | None = None,
-        health_probe_bind_address: str = "127.0.0.1:8081",
-        metrics_bind_address: str = "127.0.0.1:8080",
-        graceful_shutdown_timeout: float = 30.0,
-        cache_sync_timeout: float = 120.0,
-        clock: Clock = REAL_CLOCK,
+        leader_election_client: LeaseClient | None = None,
     ) -> None:
-        if leader_election and not leader_election_id:
-            raise ValueError("leader_election_id is required when leader election is enabled")
+        """``cache`` defaults to an :class:`~controller.cache.InformerCache` over ``client`` configured by
+        ``options``; ``leader_election_client`` (default ``client``) writes the Lease."""
+        opts = options if options is not None else ManagerOptions()
+        self.options = opts
         self.client = client
-        self.clock = clock
-        self.cache: Cache = cache if cache is not None else _default_cache(client, clock)
-        self._health_address = parse_bind_address(health_probe_bind_address)
-        self._metrics_address = parse_bind_address(metrics_bind_address)
-        self._graceful_shutdown_timeout = graceful_shutdown_timeout
-        self._cache_sync_timeout = cache_sync_timeout
-        self._leader_election = leader_election
-        self._leader_election_id = leader_election_id
-        self._leader_election_namespace = leader_election_namespace
+        self.clock = opts.clock
+        self.cache: Cache = cache if cache is not None else _default_cache(client, opts)
+        self._health_address = parse_bind_address(
+            opts.health_probe_bind_address, allow_all_interfaces=opts.allow_all_interfaces
+        )
+        self._metrics_address = parse_bind_address(
+            opts.metrics_bind_address, allow_all_interfaces=opts.allow_all_interfaces
+        )
+        self._graceful_shutdown_timeout = opts.graceful_shutdown_timeout
+        self._cache_sync_timeout = opts.cache_sync_timeout
+        self._leader_election = opts.leader_election
+        self._leader_election_id = opts.leader_election_id
+        self._leader_election_namespace = opts.leader_election_namespace
         self._leader_election_client = leader_election_client
-        self._lease_duration = lease_duration
-        self._renew_deadline = renew_deadline
-        self._retry_period = retry_period
-        self.identity = identity or new_identity()
+        self._lease_duration = opts.lease_duration
+        self._renew_deadline = opts.renew_deadline
+        self._retry_period = opts.retry_period
+        self.identity = opts.identity or new_identity()
 
         self._lock = threading.Lock()
         # Guarded by _lock.
@@ -206,27 +234,28 @@ class Manager:
         self._abort_start = threading.Event()  # ends runnables' start-up waits (sync) on stop or loss
         self._waker = _Waker()
         self._elector: LeaderElector | None = None
-        self._servers: dict[str, LoopbackServer] = {}
+        self._servers: dict[str, Server] = {}
 
     @classmethod
     def from_kubeconfig(
         cls,
         kubeconfig: str | None = None,
         context: str | None = None,
+        options: ManagerOptions | None = None,
         *,
-        qps: float = 50.0,
-        burst: int = 100,
-        **options: Any,
+        user_agent: str | None = None,
     ) -> Manager:
         """Loads the config (``kubeconfig``, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``) once, builds the
-        client and, with leader election, a second client on the same configuration whose requests time out
-        after ``max(renew_deadline / 2, 1 s)``."""
-        client = Client.load(kubeconfig, context, qps=qps, burst=burst)
-        if options.get("leader_election") and options.get("leader_election_client") is None:
-            timeout = max(options.get("renew_deadline", 10.0) / 2, 1.0)
+        client with ``options.qps``/``burst`` and, with leader election, a second client on the same
+        configuration whose requests time out after ``max(renew_deadline / 2, 1 s)``."""
+        opts = options if options is not None else ManagerOptions()
+        client = Client.load(kubeconfig, context, qps=opts.qps, burst=opts.burst, user_agent=user_agent)
+        lease_client: Client | None = None
+        if opts.leader_election:
+            timeout = max(opts.renew_deadline / 2, 1.0)
             transport = client.transport.with_options(read_timeout=timeout, connect_timeout=timeout)
-            options["leader_election_client"] = Client(transport, qps=qps, burst=burst)
-        return cls(client, **options)
+            lease_client = Client(transport, qps=opts.qps, burst=opts.burst, clock=opts.clock)
+        return cls(client, opts, leader_election_client=lease_client)
 
     # --- configuration (before run) -------------------------------------------------------------------
 
@@ -345,9 +374,9 @@ class Manager:
             healthz = Handler(self._healthz, kind="healthz")
             readyz = Handler(self._readyz, kind="readyz")
         if self._metrics_address is not None:
-            self._servers["metrics"] = LoopbackServer("metrics", self._metrics_address, _serve_metrics)
+            self._servers["metrics"] = Server("metrics", self._metrics_address, _serve_metrics)
         if self._health_address is not None:
-            self._servers["health-probe"] = LoopbackServer(
+            self._servers["health-probe"] = Server(
                 "health-probe", self._health_address, _probe_app(healthz, readyz)
             )
         for server in self._servers.values():
@@ -544,9 +573,12 @@ def _probe_app(healthz: Handler, readyz: Handler) -> Callable[..., Response]:
     return app
 
 
-def _default_cache(client: Client, clock: Clock) -> Cache:
+def _default_cache(client: Client, options: ManagerOptions) -> Cache:
     return InformerCache(
         client.lister_watcher,
+        by_object=options.by_object,
+        sync_period=options.sync_period,
         is_namespaced=lambda gvk: client.resource_for(gvk).namespaced,
-        clock=clock,
+        clock=options.clock,
+        gc_tuning=options.gc_tuning,
     )

@@ -26,7 +26,7 @@ from controller.client import Client
 from controller.envtest import ControlPlane, namespaced_crd
 from controller.errors import NotFound
 from controller.gvk import GVK
-from controller.manager import Manager
+from controller.manager import Manager, ManagerOptions
 
 HERE = Path(__file__).resolve().parent
 TOY = GVK("toy.controller.test", "v1", "Toy")
@@ -83,7 +83,8 @@ def test_a_toy_reconciler_converges_and_follows_updates(
         sys.path.remove(str(HERE))
 
     manager = Manager.from_kubeconfig(
-        str(kubeconfig), health_probe_bind_address="127.0.0.1:0", metrics_bind_address="127.0.0.1:0"
+        str(kubeconfig),
+        options=ManagerOptions(health_probe_bind_address="127.0.0.1:0", metrics_bind_address="127.0.0.1:0"),
     )
     ControllerBuilder(manager).for_(TOY).owns(CONFIGMAP).complete(ToyReconciler(manager, "in-process"))
     failure: list[BaseException] = []

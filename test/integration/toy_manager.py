@@ -24,7 +24,7 @@ from controller.client import Client
 from controller.errors import NotFound
 from controller.gvk import GVK
 from controller.logging import configure
-from controller.manager import LeaderElectionLost, Manager, ManagerError
+from controller.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
 from controller.reconcile import Request, Result
 
 TOY = GVK("toy.controller.test", "v1", "Toy")
@@ -90,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     configure(json=True, level="info")
-    manager = Manager.from_kubeconfig(
-        args.kubeconfig,
+    options = ManagerOptions(
         leader_election=args.leader_election,
         leader_election_id=args.lease_id,
         leader_election_namespace=args.namespace,
@@ -102,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         health_probe_bind_address="127.0.0.1:0",
         metrics_bind_address="0",
     )
+    manager = Manager.from_kubeconfig(args.kubeconfig, options=options)
     manager.add_healthz_check("ping", lambda: None)
     ControllerBuilder(manager).for_(TOY).owns(CONFIGMAP).complete(ToyReconciler(manager, args.identity))
     try:

@@ -77,6 +77,9 @@ def test_lookups_by_field_in_one_namespace_or_all(servers, make_cache) -> None:
     assert names(cache.list(POD, namespace="ns1", index=("spec.nodeName", "node-1"))) == ["ns1/a"]
     assert names(cache.list(POD, index=("spec.nodeName", "node-1"))) == ["ns1/a", "ns2/c"]
     assert cache.list(POD, index=("spec.nodeName", "node")) == []  # exact matches only
+    # The Reader seam: by_index is the same lookup (client.MatchingFields, optionally InNamespace).
+    assert names(cache.by_index(POD, "spec.nodeName", "node-1")) == ["ns1/a", "ns2/c"]
+    assert names(cache.by_index(POD, "spec.nodeName", "node-1", namespace="ns1")) == ["ns1/a"]
     store = cache.get_informer(POD).get_store()
     assert sorted(store.list_index_func_values("field:spec.nodeName")) == [
         "__all_namespaces/node-1",

@@ -272,17 +272,19 @@ def test_a_derived_transport_shares_the_loaded_credentials_and_has_its_own_timeo
 def test_manager_from_kubeconfig_loads_the_kubeconfig_once_for_the_leader_election_client(
     stub: Any, tmp_path: Path
 ) -> None:
-    from controller.manager import Manager
+    from controller.manager import Manager, ManagerOptions
 
     kubeconfig = exec_plugin_kubeconfig(tmp_path, stub.url, 3600.0)
     manager = Manager.from_kubeconfig(
         str(kubeconfig),
-        leader_election=True,
-        leader_election_id="lock",
-        leader_election_namespace="ns",
-        lease_duration=6.0,
-        renew_deadline=4.0,
-        retry_period=1.0,
+        options=ManagerOptions(
+            leader_election=True,
+            leader_election_id="lock",
+            leader_election_namespace="ns",
+            lease_duration=6.0,
+            renew_deadline=4.0,
+            retry_period=1.0,
+        ),
     )
     election_client = manager._leader_election_client
     try:

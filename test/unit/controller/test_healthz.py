@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller.envtest import wait_until
-from controller.healthz import PING, Checker, Handler, LoopbackServer, Response, parse_bind_address
+from controller.healthz import PING, Checker, Handler, Response, Server, parse_bind_address
 
 
 def failing(reason: str) -> Checker:
@@ -34,9 +34,9 @@ def serve(handlers: Mapping[str, Handler]) -> Callable[..., Response]:
 
 
 @pytest.fixture
-def server() -> Iterator[LoopbackServer]:
+def server() -> Iterator[Server]:
     checks = {"ping": PING, "informers": failing("informers not synced"), "webhook": PING}
-    srv = LoopbackServer(
+    srv = Server(
         "health-probe",
         ("127.0.0.1", 0),
         serve(
@@ -48,26 +48,24 @@ def server() -> Iterator[LoopbackServer]:
     srv.stop()
 
 
-def test_all_checks_passing_answers_ok(server: LoopbackServer, http_get: Any) -> None:
+def test_all_checks_passing_answers_ok(server: Server, http_get: Any) -> None:
     # "should return healthy if all checks succeed"
     assert http_get(server.address, "/healthz") == (200, "ok")
 
 
-def test_a_failing_check_answers_500_with_the_reason_withheld(server: LoopbackServer, http_get: Any) -> None:
+def test_a_failing_check_answers_500_with_the_reason_withheld(server: Server, http_get: Any) -> None:
     # "should return unhealthy if at least one check fails"
     status, body = http_get(server.address, "/readyz")
     assert status == 500
     assert body == "[-]informers failed: reason withheld\n[+]ping ok\n[+]webhook ok\nreadyz check failed\n"
 
 
-def test_verbose_lists_every_check_in_name_order(server: LoopbackServer, http_get: Any) -> None:
+def test_verbose_lists_every_check_in_name_order(server: Server, http_get: Any) -> None:
     # "should show the status of all checks in verbose mode"
     assert http_get(server.address, "/healthz?verbose") == (200, "[+]ping ok\nhealthz check passed\n")
 
 
-def test_excluded_checks_are_skipped_and_unknown_excludes_reported(
-    server: LoopbackServer, http_get: Any
-) -> None:
+def test_excluded_checks_are_skipped_and_unknown_excludes_reported(server: Server, http_get: Any) -> None:
     # "should not include excluded checks"
     status, body = http_get(server.address, "/readyz?exclude=informers&exclude=nope&verbose")
     assert status == 200
@@ -80,7 +78,7 @@ def test_excluded_checks_are_skipped_and_unknown_excludes_reported(
     )
 
 
-def test_each_check_has_its_own_sub_path_with_the_reason(server: LoopbackServer, http_get: Any) -> None:
+def test_each_check_has_its_own_sub_path_with_the_reason(server: Server, http_get: Any) -> None:
     # "should be able to serve individual checks"
     assert http_get(server.address, "/readyz/webhook") == (200, "ok")
     assert http_get(server.address, "/readyz/informers") == (
@@ -98,7 +96,7 @@ def test_no_checks_means_an_implicit_ping() -> None:
     assert handler.serve("", {"verbose": [""]}).body == b"[+]ping ok\nhealthz check passed\n"
 
 
-def test_other_methods_are_refused(server: LoopbackServer) -> None:
+def test_other_methods_are_refused(server: Server) -> None:
     host, port = server.address
     conn = http.client.HTTPConnection(host, port, timeout=5)
     conn.request("POST", "/healthz", body=b"x")
@@ -106,7 +104,7 @@ def test_other_methods_are_refused(server: LoopbackServer) -> None:
     conn.close()
 
 
-def test_responses_leave_in_one_segment_with_nodelay(server: LoopbackServer) -> None:
+def test_responses_leave_in_one_segment_with_nodelay(server: Server) -> None:
     # No Nagle stall: status line, headers and body arrive together, and the connection then closes.
     host, port = server.address
     with socket.create_connection((host, port), timeout=5) as sock:
@@ -122,7 +120,7 @@ def test_responses_leave_in_one_segment_with_nodelay(server: LoopbackServer) -> 
 def test_server_threads_are_named_and_joined_on_stop(http_get: Any) -> None:
     import threading
 
-    srv = LoopbackServer("probe", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
+    srv = Server("probe", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
     srv.start()
     assert http_get(srv.address, "/healthz") == (200, "ok")
     assert any(t.name == "probe/serve" for t in threading.enumerate())
@@ -136,7 +134,7 @@ def test_stop_does_not_wait_for_a_client_that_never_sends_its_request() -> None:
     # read; stopping the server must end that read instead of waiting for it.
     import threading
 
-    srv = LoopbackServer("probe-idle", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
+    srv = Server("probe-idle", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
     srv.start()
     with socket.create_connection(srv.address, timeout=5) as sock:
         wait_until(lambda: any(t.name == "probe-idle/request" for t in threading.enumerate()))
@@ -152,7 +150,7 @@ def test_stop_does_not_wait_for_a_client_that_never_sends_its_request() -> None:
 
 
 def test_a_silent_client_is_disconnected_after_the_read_timeout() -> None:
-    srv = LoopbackServer("probe-slow", ("127.0.0.1", 0), serve({"/healthz": Handler({})}), read_timeout=0.05)
+    srv = Server("probe-slow", ("127.0.0.1", 0), serve({"/healthz": Handler({})}), read_timeout=0.05)
     srv.start()
     try:
         with socket.create_connection(srv.address, timeout=5) as sock:
@@ -176,7 +174,20 @@ def test_bind_addresses_parse(address: str, parsed: tuple[str, int] | None) -> N
     assert parse_bind_address(address) == parsed
 
 
-@pytest.mark.parametrize("address", ["0.0.0.0:8081", ":8081", "10.0.0.1:80", "127.0.0.1", "host:x"])
-def test_non_loopback_or_malformed_addresses_are_refused(address: str) -> None:
-    with pytest.raises(ValueError):
+def test_an_explicit_address_such_as_the_pod_ip_is_accepted() -> None:
+    assert parse_bind_address("10.244.1.7:8080") == ("10.244.1.7", 8080)
+    assert parse_bind_address("[fd00::7]:8080") == ("fd00::7", 8080)
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8081", ":8081", "[::]:8081"])
+def test_every_interface_addresses_are_refused_unless_allowed(address: str) -> None:
+    with pytest.raises(ValueError, match="allow_all_interfaces"):
         parse_bind_address(address)
+    host, port = parse_bind_address(address, allow_all_interfaces=True) or ("", -1)
+    assert host in ("0.0.0.0", "::") and port == 8081
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "host:x", "example.com:80"])
+def test_malformed_addresses_are_refused(address: str) -> None:
+    with pytest.raises(ValueError):
+        parse_bind_address(address, allow_all_interfaces=True)

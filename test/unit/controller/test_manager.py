@@ -26,7 +26,7 @@ from controller.controller import Controller
 from controller.gvk import GVK
 from controller.handler import EnqueueRequestForObject
 from controller.informers.testing import FakeListerWatcher
-from controller.manager import LeaderElectionLost, Manager, ManagerError
+from controller.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
 from controller.reconcile import Request, Result
 from controller.source import Kind
 from controller.transport import Transport
@@ -99,7 +99,13 @@ def manager(journal: Journal, clock: FakeClock, **options: Any) -> Manager:
     options.setdefault("health_probe_bind_address", "127.0.0.1:0")
     options.setdefault("metrics_bind_address", "127.0.0.1:0")
     cache = FakeCache(journal, syncs=options.pop("syncs", True))
-    return Manager(object(), cache=cache, clock=clock, **options)  # type: ignore[arg-type]
+    lease_client = options.pop("leader_election_client", None)
+    return Manager(
+        object(),  # type: ignore[arg-type]
+        ManagerOptions(clock=clock, **options),
+        cache=cache,
+        leader_election_client=lease_client,
+    )
 
 
 @pytest.fixture
@@ -188,10 +194,10 @@ def test_a_stop_during_the_cache_sync_wait_ends_run_at_once_and_starts_nothing_m
     cache.get_informer(CONFIGMAP)  # not started: returns at once
     mgr = Manager(
         object(),  # type: ignore[arg-type]
+        ManagerOptions(
+            clock=clock, health_probe_bind_address="127.0.0.1:0", metrics_bind_address="127.0.0.1:0"
+        ),
         cache=cache,
-        clock=clock,
-        health_probe_bind_address="127.0.0.1:0",
-        metrics_bind_address="127.0.0.1:0",
     )
     mgr.add(Lifecycle(journal, "plain", leader=False))
     mgr.add(Lifecycle(journal, "ctrl", leader=True))
@@ -241,7 +247,7 @@ def test_the_metrics_endpoint_serves_the_registry_under_controller_runtimes_name
 ) -> None:
     # controller-runtime pkg/metrics, pkg/internal/controller/metrics and the workqueue provider: what a
     # started controller, a leader and one REST request put on /metrics.
-    api_stub = healthz.LoopbackServer(
+    api_stub = healthz.Server(
         "test-apiserver",
         ("127.0.0.1", 0),
         lambda path, query, headers: healthz.Response(
@@ -315,9 +321,40 @@ def test_configuration_after_start_and_duplicate_names_are_refused(
         mgr.add_healthz_check("late", lambda: None)
 
 
-def test_servers_refuse_non_loopback_addresses(journal: Journal, clock: FakeClock) -> None:
-    with pytest.raises(ValueError, match="loopback"):
-        manager(journal, clock, metrics_bind_address="0.0.0.0:8080")
+@pytest.mark.parametrize("address", ["0.0.0.0:8080", "[::]:8080", ":8080"])
+def test_servers_refuse_every_interface_addresses_unless_allowed(
+    journal: Journal, clock: FakeClock, address: str
+) -> None:
+    with pytest.raises(ValueError, match="allow_all_interfaces"):
+        ManagerOptions(metrics_bind_address=address)
+    with pytest.raises(ValueError, match="allow_all_interfaces"):
+        ManagerOptions(health_probe_bind_address=address)
+    mgr = manager(journal, clock, metrics_bind_address=address, allow_all_interfaces=True)
+    assert mgr.options.allow_all_interfaces
+
+
+def test_the_servers_bind_loopback_by_default_and_an_explicit_address_when_told() -> None:
+    defaults = ManagerOptions()
+    assert (defaults.health_probe_bind_address, defaults.metrics_bind_address) == (
+        "127.0.0.1:8081",
+        "127.0.0.1:8080",
+    )
+    pod_ip = ManagerOptions(
+        metrics_bind_address="10.244.1.7:8080", health_probe_bind_address="10.244.1.7:8081"
+    )
+    assert pod_ip.metrics_bind_address == "10.244.1.7:8080"
+
+
+def test_manager_options_hold_controller_runtimes_defaults() -> None:
+    opts = ManagerOptions()
+    assert (opts.lease_duration, opts.renew_deadline, opts.retry_period) == (15.0, 10.0, 2.0)
+    assert (opts.graceful_shutdown_timeout, opts.cache_sync_timeout) == (30.0, 120.0)
+    assert (opts.qps, opts.burst) == (50.0, 100)
+    assert not opts.leader_election and not opts.allow_all_interfaces
+    with pytest.raises(ValueError, match="leader_election_id"):
+        ManagerOptions(leader_election=True)
+    with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
+        ManagerOptions(leader_election=True, leader_election_id="x", renew_deadline=20.0)
 
 
 # --- leader election --------------------------------------------------------------------------------------
