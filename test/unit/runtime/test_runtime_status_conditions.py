@@ -152,3 +152,21 @@ def test_a_stale_suspended_true_condition_does_not_restart_the_clock(make: Make)
     stale = {**_cond("Suspended", "True", "Suspended"), "lastTransitionTime": format_time(make.now)}
     trainjob = _created(make, 1000, suspend=False)
     assert check_deadline(trainjob, {"conditions": [stale]}, make.now) == DeadlineCheck(exceeded=True)
+
+
+# --- a JobSet that is gone ----------------------------------------------------------------------------------
+
+
+def test_a_complete_trainjob_keeps_its_status_when_its_jobset_is_gone(make: Make) -> None:
+    complete = _cond("Complete", "True", "AllJobsCompleted")
+    update = REGISTRY.next_status(make.trainjob(status={"conditions": [complete]}), MemoryReader(), make.now)
+    assert update.error is None
+    assert update.status["conditions"] == [complete]
+
+
+def test_a_complete_false_trainjob_whose_jobset_is_gone_reports_the_missing_jobset(make: Make) -> None:
+    not_complete = _cond("Complete", "False")
+    update = REGISTRY.next_status(
+        make.trainjob(status={"conditions": [not_complete]}), MemoryReader(), make.now
+    )
+    assert update.error is not None and "not found" in str(update.error)
