@@ -1,8 +1,10 @@
 """CRD acceptance against a real kube-apiserver (Tier 1): what the schema and CEL accept, default and refuse.
 
-Mirrors the CRD half of upstream's `test/integration/webhooks/*_test.go` (trainer-behavior §7.3): with no
-webhook installed, every rejection here comes from the CRD schema or its CEL rules and must be HTTP 422
-`Invalid` (the webhook's own rejections, 403 `Forbidden`, are tested with the webhook). Objects are written
+Mirrors the CRD half of upstream's `test/integration/webhooks/*_test.go`, for upstream v2.3.0's CRDs: with
+no webhook installed, every rejection here comes from the CRD schema or its CEL rules and must be HTTP 422
+`Invalid` (the webhook's own rejections, 403 `Forbidden`, are tested with the webhook). What upstream's
+schema accepts and the TrainJob validation refuses (counts below one) is checked against both; so are what
+`kubectl explain` prints and each CRD's size as stored. Objects are written
 in the shapes of upstream's examples (torch-distributed, deepspeed/MPI, TrainJobs with trainer, initializer,
 runtimePatches, suspend), in our own words. The official `kubernetes` client is the HTTP client, as the
 Kubeflow Python SDK uses it.

@@ -22,7 +22,7 @@ def test_group_version_and_kinds() -> None:
 
 
 def test_labels_steps_and_names_the_sdk_and_manifests_depend_on() -> None:
-    # trainer-behavior §0 items 4 and 14, §8.3.
+    # What the SDK and the shipped manifests match on.
     assert constants.LABEL_TRAINJOB_ANCESTOR == "trainer.kubeflow.org/trainjob-ancestor-step"
     assert constants.LABEL_FRAMEWORK == "trainer.kubeflow.org/framework"
     assert constants.ANCESTOR_STEPS == ("dataset-initializer", "model-initializer", "trainer")
@@ -50,7 +50,7 @@ def test_managed_by_field_managers_and_snapshot_names() -> None:
 
 
 def test_condition_vocabulary() -> None:
-    # trainer-behavior §1.3.
+    # The condition vocabulary of the TrainJob status.
     assert (constants.CONDITION_SUSPENDED, constants.CONDITION_COMPLETE, constants.CONDITION_FAILED) == (
         "Suspended",
         "Complete",

@@ -2,7 +2,7 @@
 TypedDicts they were generated from (both are walked side by side). test_api_upstream_crds.py compares them
 with upstream's own CRDs, keyword by keyword.
 
-The rule and default tables restate trainer-behavior.md §1 (upstream's `+kubebuilder` markers in
+The rule and default tables restate upstream v2.3.0's `+kubebuilder` markers (in
 `pkg/apis/trainer/v1alpha1`), so a marker dropped from runtime/api/v1alpha1.py fails here even if the
 CRDs were regenerated.
 """
