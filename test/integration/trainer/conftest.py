@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.cache import InformerCache
 from controller.client import Client
 from controller.envtest import ControlPlane
-from controller.manager import Manager
+from controller.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
 
 USER = "integration-test"
@@ -51,20 +50,16 @@ def client(kubeconfig: Path) -> Iterator[Client]:
 @pytest.fixture(scope="module")
 def trainer(control_plane: ControlPlane) -> Iterator[Trainer]:
     registry = new_registry()
-    client = Client.load(str(control_plane.kubeconfig), user_agent="trainer-controller-manager")
-    cache = InformerCache(
-        client.lister_watcher,
-        by_object=cache_by_object(registry),
-        is_namespaced=lambda gvk: client.resource_for(gvk).namespaced,
-    )
-    manager = Manager(
-        client,
-        cache=cache,
+    options = ManagerOptions(
         leader_election=True,
         leader_election_id="trainer.kubeflow.org",
         leader_election_namespace="default",
         health_probe_bind_address="127.0.0.1:0",
         metrics_bind_address="127.0.0.1:0",
+        by_object=cache_by_object(registry),
+    )
+    manager = Manager.from_kubeconfig(
+        str(control_plane.kubeconfig), options=options, user_agent="trainer-controller-manager"
     )
     controllers = setup_with_manager(manager, registry, group_kind_concurrency=CONCURRENCY)
     failures: list[BaseException] = []

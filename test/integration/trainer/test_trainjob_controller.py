@@ -699,16 +699,42 @@ def test_a_trainjob_created_before_its_runtime_is_reconciled_when_the_runtime_ap
 ) -> None:
     _create(client, alpha_trainjob(namespace))
 
-    def warned() -> None:
-        events = client.list(EVENT, namespace).items
-        assert any(e["reason"] == "TrainJobResourcesCreationFailed" for e in events)
+    def failed_often() -> None:
+        # The Warning event's count is the number of failed reconciles. After 12, the per-item backoff
+        # (5 ms doubling) is past 10 s: a JobSet within 5 s of the runtime's creation is not the retry.
+        events = [
+            e for e in client.list(EVENT, namespace).items if e["reason"] == "TrainJobResourcesCreationFailed"
+        ]
+        assert events and events[0].get("count", 1) >= 12, [e.get("count") for e in events]
 
-    eventually(warned, timeout=20)
-    # Several failed reconciles have grown the backoff by now; the runtime's creation wakes the TrainJob
-    # through the runtimeRef index, not after its backoff.
-    time.sleep(1.5)
+    eventually(failed_often, timeout=60, interval=0.5)
     _create(client, alpha_runtime(namespace))
     eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=5)
+
+
+def test_a_burst_of_trainjobs_is_reconciled_without_a_single_error(
+    trainer: Any, client: Client, namespace: str, eventually: Eventually
+) -> None:
+    from controller.metrics import REGISTRY
+
+    def errors() -> float:
+        value = REGISTRY.get_sample_value(
+            "controller_runtime_reconcile_errors_total", {"controller": "trainjob_controller"}
+        )
+        return value or 0.0
+
+    _create(client, torch_runtime(namespace))
+    before = errors()
+    names = [f"burst-{i}" for i in range(30)]
+    for name in names:
+        _create(client, trainjob(namespace, name, "alpha", trainer={"numNodes": 2}))
+
+    def all_jobsets() -> None:
+        have = {j["metadata"]["name"] for j in client.list(JOBSET, namespace).items}
+        assert set(names) <= have, sorted(set(names) - have)
+
+    eventually(all_jobsets, timeout=60, interval=0.5)
+    assert errors() == before
 
 
 def test_an_unsupported_runtime_kind_is_a_persisted_failure(
