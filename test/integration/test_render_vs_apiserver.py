@@ -2,8 +2,12 @@
 
 Each case is a TrainJob with one number in an integer or int-or-string field, created with `dryRun=All`
 on the Tier 1 kube-apiserver (the Trainer CRDs of config/crd installed, no webhook), and checked offline by
-`runtime.render.SchemaChecker` with the same CRDs. The verdicts must agree; when both accept, the value
+`runtime.schema.SchemaChecker` with the same CRDs. The verdicts must agree; when both accept, the value
 render carries on must equal the one the API server returns.
+
+A second table sends whole manifests (TrainJobs and ClusterTrainingRuntimes, with `dryRun=All`) to both:
+names, `managedBy`, and each kind of CEL rule the CRDs carry, including the JobSet spec's embedded ones.
+The verdicts must agree, and so must the field paths and the messages of the errors.
 
 What kube-apiserver v1.36.3 does, as the table records it (go-openapi's `IsFloat64AJSONInteger` and
 `IsValueValidAgainstRange`, apiserver's CEL `UnstructuredToVal`):
@@ -18,6 +22,7 @@ What kube-apiserver v1.36.3 does, as the table records it (go-openapi's `IsFloat
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +30,10 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from controller.envtest import ControlPlane
-from runtime.render import SchemaChecker
+from runtime.schema import CRD_DIR, SchemaChecker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +97,7 @@ def _at(obj: dict[str, Any], path: str) -> Any:
 
 @pytest.fixture(scope="module")
 def schemas() -> SchemaChecker:
-    return SchemaChecker.from_crd_dir(ROOT / "config" / "crd")
+    return SchemaChecker.from_crd_dir(CRD_DIR)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
@@ -119,3 +125,102 @@ def test_render_and_kube_apiserver_agree_on_a_number(
         assert field in answer.json()["message"]
         # render spells a map key as Go's field.Path does (`limits[cpu]`), the OpenAPI check with a dot.
         assert any(re.sub(r"\[([^]]*)\]", r".\1", e.path) == field for e in errors), [str(e) for e in errors]
+
+
+# Whole manifests: names, enums and CEL rules ---------------------------------------------------------------
+
+TORCH = yaml.safe_load((ROOT / "config" / "runtimes" / "torch-distributed.yaml").read_text())
+
+
+def _job(name: str = "demo", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, **spec},
+    }
+
+
+def _runtime(name: str = "rva-torch", **changes: Any) -> dict[str, Any]:
+    """torch-distributed under another name (cluster-scoped: other tests install the real one), changed at
+    `a__b__0__c` paths."""
+    runtime = copy.deepcopy(TORCH)
+    runtime["metadata"] = {"name": name}
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = runtime
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        node[leaf] = value
+    return runtime
+
+
+_JOBSET = "spec__template__spec"
+_TARGETS = "spec__mlPolicy__torch__envInjection__targets"
+MANIFESTS = [
+    pytest.param(_job(), id="a valid TrainJob"),
+    pytest.param(_job("Demo"), id="an upper-case TrainJob name"),
+    pytest.param(_job("a.b"), id="a dotted TrainJob name (a subdomain, not an RFC 1035 label)"),
+    pytest.param(_job("1abc"), id="a TrainJob name that starts with a digit"),
+    pytest.param(_job("a" * 64), id="a TrainJob name of 64 characters"),
+    pytest.param(_job("a" * 254), id="a TrainJob name of 254 characters"),
+    pytest.param(_job(managedBy="example.com/mine"), id="managedBy outside the two controllers"),
+    pytest.param(_job(managedBy="kueue.x-k8s.io/multikueue"), id="managedBy MultiKueue"),
+    pytest.param(_job(initializer={"dataset": {"storageUri": "not a uri"}}), id="a storageUri, no URI"),
+    pytest.param(_job(initializer={"dataset": {"storageUri": "hf://x/y"}}), id="a storageUri that is a URI"),
+    pytest.param(_job(suspend=True, trainer={"numNodes": 0}), id="numNodes 0 (no minimum, as upstream)"),
+    pytest.param(_runtime(), id="a valid ClusterTrainingRuntime"),
+    pytest.param(_runtime("rva.torch.v2"), id="a runtime name with dots"),
+    pytest.param(_runtime("Torch"), id="an upper-case runtime name"),
+    pytest.param(_runtime("r" * 254), id="a runtime name of 254 characters"),
+    pytest.param(_runtime(spec__mlPolicy__mpi={}), id="two ML policies"),
+    pytest.param(
+        _runtime(spec__mlPolicy={"numNodes": 1, "flux": {"numProcPerNode": 0}}), id="flux numProcPerNode 0"
+    ),
+    pytest.param(
+        _runtime(**{_TARGETS: [{"jobName": "node", "containerNames": ["x", "node"]}]}),
+        id="env injection into the node container",
+    ),
+    pytest.param(
+        _runtime(**{
+            f"{_JOBSET}__startupPolicy": {"startupPolicyOrder": "InOrder"},
+            f"{_JOBSET}__replicatedJobs__0__dependsOn": [{"name": "x", "status": "Ready"}],
+        }),
+        id="JobSet startupPolicy InOrder with dependsOn",
+    ),
+    pytest.param(
+        _runtime(**{f"{_JOBSET}__volumeClaimPolicies": [
+            {"templates": [{"metadata": {"name": "data", "namespace": "other"}}]}
+        ]}),
+        id="JobSet volumeClaimPolicies template with a namespace",
+    ),
+]  # fmt: skip
+
+
+def _server_causes(answer: Any) -> set[tuple[str, str]]:
+    """(field, message) of each cause of a 422; a rule on the resource root has no field (Go: `<nil>`)."""
+    causes = (answer.json().get("details") or {}).get("causes") or []
+    return {(str(cause.get("field") or "<nil>"), str(cause.get("message"))) for cause in causes}
+
+
+@pytest.mark.parametrize("obj", MANIFESTS)
+def test_render_and_kube_apiserver_agree_on_a_manifest(
+    obj: dict[str, Any], control_plane: ControlPlane, namespace: str, schemas: SchemaChecker
+) -> None:
+    if obj["kind"] == "TrainJob":
+        url = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs?dryRun=All"
+    else:
+        url = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes?dryRun=All"
+    answer = control_plane.admin_request("POST", url, orjson.dumps(obj))
+    _, errors = schemas.check(obj)
+
+    assert answer.status in (201, 422), answer.body
+    assert (not errors) is (answer.status == 201), (answer.body, [str(e) for e in errors])
+    if errors:
+        causes = _server_causes(answer)
+        assert {e.path for e in errors} == {field for field, _ in causes}, (
+            answer.body,
+            [str(e) for e in errors],
+        )
+        # The same words, too, except where render cuts a long value short (`runtime.echo`).
+        assert {(e.path, e.body()) for e in errors if "…" not in e.body()} <= causes
