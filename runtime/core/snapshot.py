@@ -8,37 +8,65 @@ Guarantees:
   `trainer.kubeflow.org/trainjob-name: <trainjob>` (not upstream's: it puts the snapshot in the controller's
   label-narrowed ConfigMap cache, which the MPI and Flux watches declare), and `data.runtime`,
   the YAML of the whole runtime object (`apiVersion`, `kind`, `metadata`, `spec`; keys sorted, as Go's
-  `sigs.k8s.io/yaml` writes them). The runtime's `managedFields` and `status` are left out.
+  `sigs.k8s.io/yaml` writes them), written so that go-yaml and PyYAML read back the same values
+  (`runtime.kubeyaml.dump`). The runtime's `managedFields` and `status` are left out.
 - `read_snapshot` accepts a ConfigMap only if it is controlled by this TrainJob (owner UID), has the
   `runtime` key, parses as a YAML mapping, and names the runtime the TrainJob references (kind and group
   when the TrainJob sets them, and name); otherwise it raises `SnapshotError` with upstream's message.
+- The snapshot lives in the tenant's namespace, so a tenant can edit it; `read_snapshot` treats it as
+  hostile input. Whatever the ConfigMap holds, it either returns a runtime whose every field has the JSON
+  type the runtime CRD declares (what upstream's typed `yaml.Unmarshal` guarantees; unknown fields are
+  kept and ignored, as there) or raises `SnapshotError` with a short message, never another exception.
+  Reading is bounded: at most `MAX_SNAPSHOT_BYTES` of text and `MAX_SNAPSHOT_NODES` decoded nodes (aliases
+  expanded), at most `runtime.kubeyaml.MAX_DEPTH` levels deep, with kubectl's limit on alias expansion; the
+  YAML is read as kubectl reads it (`runtime.kubeyaml`: no tag constructs anything but JSON values).
+  Messages repeat at most `runtime.echo.ECHO_LIMIT` characters of any value.
 
 Deliberately missing: rewriting an existing snapshot. A snapshot is written once (and again only if it was
 deleted); later runtime edits never reach an existing TrainJob. So a snapshot an older controller wrote
 keeps having no label; `get_snapshot` still finds it, because a `Reader` never answers None from a
-label-narrowed cache alone (`runtime.framework.reader`).
+label-narrowed cache alone (`runtime.framework.reader`). The snapshot's runtime is not checked against the
+CRD's other rules (enums, patterns, CEL): a runtime that the API server once accepted passes them, and
+upstream does not check them either.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-import yaml
-
+from runtime import kubeyaml
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView
 from runtime.core.errors import SnapshotError
+from runtime.echo import elide
 from runtime.framework.reader import Reader
 from runtime.ownership import owned_object_metadata
+from runtime.schema import CRD_DIR, json_type
 
-__all__ = ["build_snapshot", "get_snapshot", "read_snapshot", "snapshot_name"]
+__all__ = [
+    "MAX_SNAPSHOT_BYTES",
+    "MAX_SNAPSHOT_NODES",
+    "build_snapshot",
+    "get_snapshot",
+    "read_snapshot",
+    "snapshot_name",
+]
+
+MAX_SNAPSHOT_BYTES: Final = 1 << 20
+"""The most text `data.runtime` may hold: the API server's limit for a whole ConfigMap."""
+
+MAX_SNAPSHOT_NODES: Final = 100_000
+"""The most YAML nodes a snapshot may decode to, aliases expanded (the largest default runtime has 188)."""
 
 _CONFIGMAP = ("v1", "ConfigMap")
-# libyaml when PyYAML has it (about 10x faster: the snapshot is parsed on every reconcile).
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_INVALID = "invalid runtime snapshot"
+_UNMARSHAL = f"{_INVALID}: unable to unmarshal the snapshot"
+_RUNTIME_KINDS = (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND)
+_RUNTIME_CRD = "trainer.kubeflow.org_trainingruntimes.yaml"
+_MAX_REPORTED = 3
 
 
 def snapshot_name(trainjob: TrainJob) -> str:
@@ -59,43 +87,129 @@ def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) ->
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": owned_object_metadata(trainjob, snapshot_name(trainjob)),
-        "data": {
-            constants.RUNTIME_SNAPSHOT_KEY: yaml.dump(
-                frozen, Dumper=_Dumper, sort_keys=True, default_flow_style=False
-            )
-        },
+        "data": {constants.RUNTIME_SNAPSHOT_KEY: kubeyaml.dump(frozen)},
     }
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _controller_uid(obj: Mapping[str, Any]) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+    references = _mapping(obj.get("metadata")).get("ownerReferences")
+    for ref in references if isinstance(references, list) else ():
         if isinstance(ref, dict) and ref.get("controller") is True:
             return str(ref.get("uid", ""))
     return None
+
+
+@functools.cache
+def _runtime_schema() -> Mapping[str, Any]:
+    """The runtime CRD's `openAPIV3Schema` (both runtime kinds share it), read once from the package."""
+    crd = kubeyaml.load((CRD_DIR / _RUNTIME_CRD).read_text(encoding="utf-8"))
+    for version in crd["spec"]["versions"]:
+        if f"{crd['spec']['group']}/{version['name']}" == constants.API_VERSION:
+            return dict(version["schema"]["openAPIV3Schema"])
+    raise LookupError(f"{CRD_DIR / _RUNTIME_CRD}: no {constants.API_VERSION} version")  # a packaging bug
+
+
+_TYPES: dict[str, tuple[str, ...]] = {
+    "object": ("object",),
+    "array": ("array",),
+    "string": ("string",),
+    "integer": ("integer",),
+    "number": ("number", "integer"),
+    "boolean": ("boolean",),
+}
+
+
+def _type_errors(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
+    """Field errors where `value` has another JSON type than `schema` says (as Go's typed unmarshal finds
+    them); nulls of non-nullable fields are dropped, as the API server drops them. Unknown fields pass."""
+    if len(errors) > _MAX_REPORTED:
+        return
+    actual = json_type(value)
+    if schema.get("x-kubernetes-int-or-string"):
+        if actual not in ("integer", "string"):
+            errors.append(f"{path}: expected an integer or a string, found {actual}")
+        return
+    kind = schema.get("type") or ("object" if "properties" in schema else None)
+    if kind not in _TYPES:
+        return
+    if actual not in _TYPES[kind]:
+        errors.append(f"{path}: expected {kind}, found {actual}")
+        return
+    if isinstance(value, dict):
+        properties = _mapping(schema.get("properties"))
+        extra = schema.get("additionalProperties")
+        for key in list(value):
+            child = properties.get(key, extra if isinstance(extra, dict) else None)
+            if value[key] is None and not _mapping(child).get("nullable"):
+                del value[key]
+            elif isinstance(child, Mapping):
+                _type_errors(value[key], child, f"{path}.{elide(key, 60)}", errors)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            _type_errors(item, schema["items"], f"{path}[{index}]", errors)
+
+
+def _metadata_errors(metadata: Any) -> list[str]:
+    if not isinstance(metadata, dict):
+        return [f"metadata: expected object, found {json_type(metadata)}"]
+    errors = [
+        f"metadata.{key}: expected string, found {json_type(metadata[key])}"
+        for key in ("name", "namespace", "uid")
+        if metadata.get(key) is not None and not isinstance(metadata[key], str)
+    ]
+    for key in ("labels", "annotations"):
+        items = metadata.get(key)
+        if items is not None and not (
+            isinstance(items, dict) and all(isinstance(v, str) for v in items.values())
+        ):
+            errors.append(f"metadata.{key}: expected a map of strings, found {json_type(items)}")
+    return errors
+
+
+def _parse(text: Any) -> dict[str, Any]:
+    """`data.runtime` as a runtime object whose fields have the CRD's JSON types (raises SnapshotError)."""
+    if not isinstance(text, str):
+        raise SnapshotError(f"{_UNMARSHAL}: the {constants.RUNTIME_SNAPSHOT_KEY!r} data is {json_type(text)}")
+    if len(text) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotError(f"{_UNMARSHAL}: more than {MAX_SNAPSHOT_BYTES} characters")
+    try:
+        runtime = kubeyaml.load(text, max_nodes=MAX_SNAPSHOT_NODES)
+    except kubeyaml.YAMLInputError as exc:
+        raise SnapshotError(f"{_UNMARSHAL}: {exc}") from exc
+    if not isinstance(runtime, dict):
+        raise SnapshotError(f"{_UNMARSHAL}: not a runtime object but {json_type(runtime)}")
+    errors = _metadata_errors(runtime.get("metadata", {}))
+    for key in ("apiVersion", "kind"):
+        if not isinstance(runtime.get(key, ""), str):
+            errors.append(f"{key}: expected string, found {json_type(runtime[key])}")
+    if runtime.get("spec") is None:
+        runtime.pop("spec", None)
+    else:
+        _type_errors(
+            runtime["spec"], _mapping(_runtime_schema().get("properties")).get("spec", {}), "spec", errors
+        )
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise SnapshotError(f"{_UNMARSHAL}: not a runtime object: {errors[0]}{more}")
+    return runtime
 
 
 def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> dict[str, Any]:
     """The runtime object frozen in a snapshot ConfigMap, after upstream's checks (raises `SnapshotError`)."""
     view = TrainJobView(trainjob)
     if _controller_uid(configmap) != view.uid:
-        raise SnapshotError(
-            "invalid runtime snapshot: a snapshot configmap exists but is owned by another object"
-        )
-    text = (configmap.get("data") or {}).get(constants.RUNTIME_SNAPSHOT_KEY)
+        raise SnapshotError(f"{_INVALID}: a snapshot configmap exists but is owned by another object")
+    text = _mapping(configmap.get("data")).get(constants.RUNTIME_SNAPSHOT_KEY)
     if text is None:
         raise SnapshotError(
-            "invalid runtime snapshot: snapshot ConfigMap missing "
-            f'"{constants.RUNTIME_SNAPSHOT_KEY}" data key'
+            f'{_INVALID}: snapshot ConfigMap missing "{constants.RUNTIME_SNAPSHOT_KEY}" data key'
         )
-    try:
-        runtime = yaml.load(text, Loader=_Loader)  # a safe loader (plain data only)
-    except yaml.YAMLError as exc:
-        raise SnapshotError(f"invalid runtime snapshot: unable to unmarshal the snapshot: {exc}") from exc
-    if not isinstance(runtime, dict) or not isinstance(runtime.get("spec", {}), dict):
-        raise SnapshotError(
-            "invalid runtime snapshot: unable to unmarshal the snapshot: not a runtime object"
-        )
-    ref: Mapping[str, Any] = view.spec["runtimeRef"] if isinstance(view.spec.get("runtimeRef"), dict) else {}
+    runtime = _parse(text)
+    ref: Mapping[str, Any] = _mapping(view.spec.get("runtimeRef"))
     found = ObjectView(runtime)
     found_group = found.api_version.rpartition("/")[0]
     want_kind, want_group = ref.get("kind"), ref.get("apiGroup")
@@ -105,12 +219,13 @@ def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> dict[str,
         or found.name != view.runtime_ref_name
     ):
         expected = f'"{view.runtime_ref_name}", "{want_group or "<any>"}", "{want_kind or "<any>"}"'
-        actual = f'"{found.name}", "{found_group}", "{found.kind}"'
+        actual = f'"{elide(found.name)}", "{elide(found_group)}", "{elide(found.kind)}"'
         raise SnapshotError(
-            "invalid runtime snapshot: the snapshot refers to the wrong runtime: "
-            "expecting a runtime with name, "
+            f"{_INVALID}: the snapshot refers to the wrong runtime: expecting a runtime with name, "
             f"api group and kind of {expected} but found runtime with name, api group and kind of {actual}"
         )
+    if found.kind not in _RUNTIME_KINDS:
+        raise SnapshotError(f"{_UNMARSHAL}: not a runtime object: kind {elide(found.kind)!r}")
     return runtime
 
 
