@@ -18,6 +18,9 @@ only if it is not there yet and prints its directory. The CRDs:
   ``volcano.sh/volcano`` at ``VOLCANO_VERSION`` (v1.10.0, the newest release the Go module proxy serves,
   whose CRD predates ``networkTopology``). No third-party YAML is committed.
 
+Upstream kubeflow/trainer's own CRDs (``github.com/kubeflow/trainer/v2`` at ``TRAINER_VERSION``) are found the
+same way, ``upstream_trainer_crd_dir()``: not installed, but compared with ours by ``test/unit/api``.
+
 Use as a module (``crd_paths()``, or one function per CRD) or as a script, which prints one path a line::
 
     python hack/thirdparty.py

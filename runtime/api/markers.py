@@ -14,7 +14,8 @@ Guarantees:
   document, JobSet's CRD) at generation time; the TypedDict behind them only types the fields our code reads.
 
 Deliberately missing: markers nobody in this API uses (`XIntOrString` on our own fields, `Type` overrides,
-`EmbeddedResource`, `Schemaless`), and any runtime validation.
+`EmbeddedResource`, `Schemaless`, `ExactlyOneOf`), a description marker (a field's description is its
+attribute docstring, which the generator reads from the source), and any runtime validation.
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ from typing import Annotated, Any, Literal, TypeVar
 __all__ = [
     "CEL",
     "Default",
-    "Description",
     "Embedded",
     "EmbeddedJobSetSpec",
     "EmbeddedObjectMeta",
     "Enum",
-    "ExactlyOneOf",
     "Format",
     "Immutable",
     "Int32",
@@ -172,16 +171,6 @@ class Format(Marker):
 
 
 @dataclass(frozen=True, slots=True)
-class Description(Marker):
-    """A one-line description; kept short on purpose so the CRDs stay small."""
-
-    text: str
-
-    def schema_keywords(self) -> dict[str, Any]:
-        return {"description": self.text}
-
-
-@dataclass(frozen=True, slots=True)
 class CEL(Marker):
     """`+kubebuilder:validation:XValidation:rule=...,message=...`: one `x-kubernetes-validations` entry."""
 
@@ -195,20 +184,6 @@ class CEL(Marker):
 def Immutable() -> CEL:
     """The transition rule upstream puts on immutable fields: `self == oldSelf`, "field is immutable"."""
     return CEL("self == oldSelf", "field is immutable")
-
-
-@dataclass(frozen=True, slots=True)
-class ExactlyOneOf(Marker):
-    """`+kubebuilder:validation:ExactlyOneOf=a;b`: the CEL rule and message controller-gen writes for it."""
-
-    fields: tuple[str, ...]
-
-    def schema_keywords(self) -> dict[str, Any]:
-        has = ",".join(f"has(self.{name})" for name in self.fields)
-        return CEL(
-            f"[{has}].filter(x,x==true).size() == 1",
-            f"exactly one of the fields in [{' '.join(self.fields)}] must be set",
-        ).schema_keywords()
 
 
 @dataclass(frozen=True, slots=True)

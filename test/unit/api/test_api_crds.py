@@ -23,7 +23,6 @@ from runtime.api.markers import (
     Embedded,
     EmbeddedJobSetSpec,
     EmbeddedObjectMeta,
-    ExactlyOneOf,
     Items,
     Marker,
     Resource,
@@ -280,8 +279,9 @@ def test_upstream_bound_or_list_type_is_in_the_crd(
 
 
 # (kind, path): places where upstream v2.3.0's schema has no bound, although 0 or less is nonsense there. The
-# schema matches upstream (a manifest upstream accepts is accepted); the TrainJob validation refuses the
-# nonsense with a field error instead (runtime.core), see docs/compatibility.md.
+# schema matches upstream (a manifest upstream accepts is accepted). The TrainJob validation refuses the
+# TrainJob's own counts below 1 with a field error (runtime.core); the runtimes' are left as upstream's.
+# docs/compatibility.md says why.
 UNBOUNDED_AS_UPSTREAM = [
     ("TrainJob", "spec.trainer.numNodes"),
     ("TrainJob", "spec.trainer.numProcPerNode"),
@@ -427,7 +427,7 @@ def agree(
     """Assert that the TypedDict type `tp` and the schema `node` describe the same thing."""
     base, found, _ = gen_crds.unwrap(tp)
     found = (*found, *extra)
-    _check_keywords([m for m in found if not isinstance(m, Items | ExactlyOneOf)], node, path)  # type: ignore[arg-type]
+    _check_keywords([m for m in found if not isinstance(m, Items)], node, path)  # type: ignore[arg-type]
     if _is_embedded(base, found):
         if typing.is_typeddict(base):
             # A partial TypedDict over a real schema: every key it types must exist there.

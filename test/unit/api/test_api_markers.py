@@ -10,10 +10,8 @@ from runtime.api import markers
 from runtime.api.markers import (
     CEL,
     Default,
-    Description,
     Embedded,
     Enum,
-    ExactlyOneOf,
     Format,
     Immutable,
     Items,
@@ -50,7 +48,6 @@ CASES: list[tuple[str, Marker, dict[str, Any]]] = [
     ("Default of an object", Default({"random": {}}), {"default": {"random": {}}}),
     ("Default false is kept", Default(False), {"default": False}),
     ("Format", Format("int32"), {"format": "int32"}),
-    ("Description", Description("short"), {"description": "short"}),
     (
         "CEL",
         CEL("self >= 1", "must be >= 1"),
@@ -81,18 +78,6 @@ CASES: list[tuple[str, Marker, dict[str, Any]]] = [
 @pytest.mark.parametrize(("marker", "expected"), [(m, e) for _, m, e in CASES], ids=[c[0] for c in CASES])
 def test_marker_translates_to_its_schema_keywords(marker: Marker, expected: dict[str, Any]) -> None:
     assert marker.schema_keywords() == expected
-
-
-def test_exactly_one_of_writes_controller_gens_rule_and_message() -> None:
-    # controller-gen's `+kubebuilder:validation:ExactlyOneOf=random;grid` on SearchAlgorithm.
-    assert ExactlyOneOf(("random", "grid")).schema_keywords() == {
-        "x-kubernetes-validations": [
-            {
-                "message": "exactly one of the fields in [random grid] must be set",
-                "rule": "[has(self.random),has(self.grid)].filter(x,x==true).size() == 1",
-            }
-        ]
-    }
 
 
 def test_a_map_list_without_keys_is_refused() -> None:

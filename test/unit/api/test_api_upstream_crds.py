@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -44,17 +44,25 @@ UNDESCRIBED_AS_KUBE_OPENAPI = {
 copies onto each item and kube-openapi (our source for core types) does not."""
 
 
-@pytest.fixture(scope="session")
-def upstream_dir() -> Path:
-    thirdparty = load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
+def thirdparty() -> ModuleType:
+    return load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
+
+
+def locate_upstream(module: ModuleType, environ: Mapping[str, str]) -> Path:
+    """Upstream's CRD directory (downloading the module if needed); skip without it, but fail under CI."""
     try:
-        directory: Path = thirdparty.upstream_trainer_crd_dir()
-    except thirdparty.ThirdPartyError as exc:
+        directory: Path = module.upstream_trainer_crd_dir()
+    except module.ThirdPartyError as exc:
         message = f"upstream kubeflow/trainer CRDs unavailable: {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI must compare our CRDs with upstream's)", pytrace=False)
+        if environ.get("CI"):
+            pytest.fail(f"{message} (under CI our CRDs must be compared with upstream's)", pytrace=False)
         pytest.skip(message)
     return directory
+
+
+@pytest.fixture(scope="session")
+def upstream_dir() -> Path:
+    return locate_upstream(thirdparty(), os.environ)
 
 
 def load_crd(path: Path) -> dict[str, Any]:
@@ -155,3 +163,27 @@ def test_every_field_of_our_own_types_has_a_docstring(gen_crds: ModuleType) -> N
             if field.doc is None and field.name not in ("apiVersion", "kind", "metadata"):
                 undocumented.append(f"{name}.{field.name}")
     assert undocumented == []
+
+
+class _Unreachable:
+    """hack/thirdparty.py as it behaves without Go or the module."""
+
+    class ThirdPartyError(Exception):
+        pass
+
+    def upstream_trainer_crd_dir(self) -> Path:
+        raise self.ThirdPartyError("Go is not installed")
+
+
+def test_without_upstreams_crds_the_comparison_is_skipped_locally_and_fails_under_ci() -> None:
+    module = typing.cast(ModuleType, _Unreachable())
+    with pytest.raises(pytest.skip.Exception, match="Go is not installed"):
+        locate_upstream(module, {})
+    with pytest.raises(pytest.fail.Exception, match="under CI our CRDs must be compared"):
+        locate_upstream(module, {"CI": "true"})
+
+
+def test_an_unpinned_upstream_version_is_a_clear_error() -> None:
+    module = thirdparty()
+    with pytest.raises(module.ThirdPartyError, match="TRAINER_VERSION is not set"):
+        module.upstream_trainer_crd_dir({})
