@@ -13,9 +13,10 @@ What it does, in order:
    and the objects of each `--existing` path (objects already in the cluster: a JobSet, a PodGroup, an MPI
    Secret, PriorityClasses, and with the `TrainJobStatus` gate the status server's CA Secret in
    `--operator-namespace`).
-2. Checks each TrainJob and runtime against its CRD's structural schema and applies the schema defaults, as
-   the API server does on create (`SchemaChecker`; CRDs from `--crd-dir`, default the repository's
-   `config/crd/`). Unknown fields are errors, as with kubectl's strict field validation.
+2. Checks each TrainJob and runtime as the API server does on create, and applies the schema defaults
+   (`runtime.schema.SchemaChecker`: names, the structural schema, the CRD's CEL rules; CRDs from
+   `--crd-dir`, default those shipped in this package). Unknown fields are errors, as with kubectl's strict
+   field validation. An object larger than etcd stores (1.5 MiB as JSON) gets a warning.
 3. Runs the TrainJob validating webhook's checks, then builds the objects in apply order: the runtime
    snapshot ConfigMap, then each plugin's objects in registry order.
 4. Prints them as multi-document YAML (keys sorted, multi-line strings as literal blocks).
@@ -30,10 +31,9 @@ Guarantees:
 - A TrainJob managed by another controller (`spec.managedBy`) or already finished renders as nothing, as
   the controller applies nothing for it.
 
-Deliberately missing: CEL rules (`x-kubernetes-validations`) are the API server's alone (their messages
-tell users what to fix there), except for the one verdict that needs no CEL: a whole float such as `2.0`
-in an integer field with a rule, which the server's CEL cannot read. The JobSet and core API defaults
-applied to the rendered objects are the API server's too; status is not computed.
+Deliberately missing: the JobSet and core API defaults applied to the rendered objects are the API
+server's; status is not computed. Without schemas (`--no-schema`, or no CRDs), input of the wrong shape is
+refused with the exception the pipeline raised on it, not a field path.
 """
 
 from __future__ import annotations
