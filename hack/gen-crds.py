@@ -636,9 +636,13 @@ def load_jobset_crd(path: Path | None) -> dict[str, Any]:
 
 def fetch_core_document() -> dict[str, Any]:
     """Start a Tier 1 control plane just long enough to read its core/v1 OpenAPI v3 document."""
-    from controller.envtest import ControlPlane  # noqa: PLC0415 - only this path needs the binaries
+    from controller.envtest import ControlPlane, find_binaries  # noqa: PLC0415 - only this path needs them
 
-    with ControlPlane() as plane:
+    pinned = load_thirdparty().read_versions()
+    binaries = find_binaries(
+        etcd_version=pinned["ETCD_VERSION"], kubernetes_version=pinned["KUBERNETES_VERSION"]
+    )
+    with ControlPlane(binaries) as plane:
         return fetch_core_document_from(plane)
 
 
@@ -709,8 +713,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     write(files, args.output_dir)
     for name, text in files.items():
-        print(f"wrote {args.output_dir / name} ({len(text.encode()) / 1024:.0f} KiB)")
+        print(f"wrote {args.output_dir / name} ({measure(text)})")
     return 0
+
+
+def measure(text: str) -> str:
+    """A CRD file's figures: YAML size, compact JSON size (what the API server stores), descriptions."""
+    (crd,) = [document for document in yaml.safe_load_all(text) if document]
+    compact = json.dumps(crd, separators=(",", ":"))
+    descriptions = compact.count('"description":"')
+    kib = f"{len(text.encode()) / 1024:.0f} KiB YAML, {len(compact) / 1024:.0f} KiB JSON"
+    return f"{kib}, {descriptions} descriptions"
 
 
 __all__ = [

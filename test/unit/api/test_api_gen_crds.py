@@ -639,3 +639,16 @@ def test_check_against_a_saved_document_exits_zero_when_up_to_date_and_one_on_dr
     path.write_text(path.read_text().replace("maxItems: 16", "maxItems: 17"))
     assert gen_crds.main([*common, "--check"]) == 1
     assert "+                maxItems: 16" in capsys.readouterr().out
+
+
+def test_the_figures_printed_for_a_crd_count_its_descriptions(gen_crds: ModuleType) -> None:
+    text = gen_crds.dump_yaml(
+        {
+            "kind": "CustomResourceDefinition",
+            "spec": {
+                "description": "top",
+                "properties": {"description": {"type": "string", "description": "x"}},
+            },
+        }
+    )
+    assert gen_crds.measure(text).endswith("KiB JSON, 2 descriptions")
