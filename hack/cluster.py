@@ -65,7 +65,6 @@ import argparse
 import base64
 import contextlib
 import dataclasses
-import importlib.util
 import io
 import json
 import os
@@ -73,7 +72,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -89,6 +87,8 @@ import yaml
 
 from controller.client import Client
 from controller.envtest.certs import CertificateAuthority
+from controller.envtest.process import free_port
+from controller.envtest.suite import load_script
 from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
 from controller.gvk import GVK
 from runtime.api import constants
@@ -232,16 +232,10 @@ def build_binaries() -> Binaries:
 
 def _thirdparty() -> ModuleType:
     """hack/thirdparty.py, imported by path (hack/ holds scripts, not a package); one copy per process."""
-    name = "_hack_thirdparty"  # the name test/integration/conftest.py uses too
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, REPO / "hack" / "thirdparty.py")
-        if spec is None or spec.loader is None:
-            raise ClusterError(f"cannot import {REPO / 'hack' / 'thirdparty.py'}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the class is created
-        spec.loader.exec_module(module)
-    return module
+    try:  # the module name test/integration/conftest.py uses too
+        return load_script(REPO / "hack" / "thirdparty.py", "_hack_thirdparty")
+    except ImportError as exc:
+        raise ClusterError(f"cannot import {REPO / 'hack' / 'thirdparty.py'}: {exc}") from exc
 
 
 def versions() -> dict[str, str]:
@@ -467,13 +461,6 @@ def processes_using(*directories: Path) -> list[int]:
         if any(_names_directory(argv, d) for d in directories):
             found.append(int(entry.name))
     return sorted(found)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (callers retry when they lose the race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(

@@ -8,9 +8,11 @@ through a kubeconfig, exactly as they would to any cluster; what it guarantees i
 - ``apiserver`` and ``etcd``: the two processes and their flags;
 - ``certs``: the throwaway CA (serving, client and signing keys), also used by the Tier 2 cluster;
 - ``kubeconfig``: self-contained kubeconfig files;
-- ``binaries``: where etcd and kube-apiserver are found (``TEST_ASSET_*``, ``KUBEBUILDER_ASSETS``, or
-  ``hack/build-binaries.sh --print``); the library never builds them;
-- ``process``: child processes in their own process groups, stopped at exit or on SIGTERM;
+- ``binaries``: where etcd and kube-apiserver are found (``TEST_ASSET_*``, ``TRAINER_TEST_ASSETS`` or
+  ``KUBEBUILDER_ASSETS``, or the versioned cache for the versions the caller passes); the library never
+  builds them and never looks at a checkout;
+- ``process``: child processes in their own process groups, stopped at exit; on SIGTERM too once the
+  caller opts in (:func:`controller.envtest.process.install_sigterm_handler`); :func:`free_port`;
 - ``suite``: what the tests around a cluster share: :func:`eventually` and :func:`wait_until` (bounded
   waits), per-test namespace names, minimal CRDs for made-up kinds, loading ``hack/`` scripts.
 
@@ -21,7 +23,7 @@ package, which only ``controller.transport`` may import.
 from __future__ import annotations
 
 from controller.envtest.apiserver import Response
-from controller.envtest.binaries import Binaries, BinariesNotFound, find_binaries
+from controller.envtest.binaries import Binaries, BinariesNotFound, cache_directory, find_binaries
 from controller.envtest.certs import CertificateAuthority, KeyPair, SigningKeyPair, generate_rsa_keypair
 from controller.envtest.controlplane import ControlPlane, ControlPlaneStatistics, load_crds
 from controller.envtest.errors import EnvtestError, RequestError, StartError
@@ -39,6 +41,7 @@ __all__ = [
     "Response",
     "SigningKeyPair",
     "StartError",
+    "cache_directory",
     "eventually",
     "find_binaries",
     "generate_rsa_keypair",

@@ -1,32 +1,37 @@
 """Where the etcd and kube-apiserver binaries of a test control plane come from.
 
 Go origin: controller-runtime ``pkg/envtest`` (``TEST_ASSET_ETCD``, ``TEST_ASSET_KUBE_APISERVER`` and
-``KUBEBUILDER_ASSETS``). Each binary is looked up on its own, first match wins:
+``KUBEBUILDER_ASSETS``) and setup-envtest's versioned store. Each binary is looked up on its own, first
+match wins:
 
 1. ``TEST_ASSET_ETCD`` / ``TEST_ASSET_KUBE_APISERVER``: the path of that one binary;
-2. ``KUBEBUILDER_ASSETS``: a directory holding both;
-3. in a checkout of this project, the directories ``hack/build-binaries.sh --print`` names (the pinned,
-   version-stamped builds in the user cache).
+2. ``TRAINER_TEST_ASSETS``, then ``KUBEBUILDER_ASSETS``: a directory holding both;
+3. the versioned cache, for the versions the caller names: ``<cache>/bin/etcd-<etcd_version>/etcd`` and
+   ``<cache>/bin/kubernetes-<kubernetes_version>/kube-apiserver``, where ``<cache>`` is
+   ``$TRAINER_CACHE_DIR``, else ``$XDG_CACHE_HOME/kubeflow-trainer-py``, else
+   ``~/.cache/kubeflow-trainer-py`` (the layout ``hack/build-binaries.sh`` writes).
 
 Guarantees: a path is returned only if it is an executable file; otherwise :class:`BinariesNotFound` says
-every place that was tried and how to build the binaries. Deliberately missing: building anything. The
-library never runs a 30-minute Go build behind a caller's back; the test suite's conftest (or ``make``)
-runs ``hack/build-binaries.sh``.
+every place that was tried. The library knows nothing of a checkout: which versions to use is the caller's
+business (this repository's test conftest reads ``hack/versions.env``). Deliberately missing: building or
+downloading anything; the test suite's conftest (or ``make``) runs ``hack/build-binaries.sh``.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from controller.envtest.errors import EnvtestError
 
-# This file lives at <checkout>/controller/envtest/binaries.py.
-_CHECKOUT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = _CHECKOUT / "hack" / "build-binaries.sh"
+__all__ = ["ASSETS_VARIABLE", "Binaries", "BinariesNotFound", "cache_directory", "find_binaries"]
+
+ASSETS_VARIABLE = "TRAINER_TEST_ASSETS"
+"""A directory holding both binaries (this project's ``KUBEBUILDER_ASSETS``)."""
+
+CACHE_NAME = "kubeflow-trainer-py"
 
 
 class BinariesNotFound(EnvtestError):
@@ -41,35 +46,48 @@ class Binaries:
     kube_apiserver: Path
 
 
-# (binary name, its TEST_ASSET_* variable, the build-binaries.sh --print key of its directory)
+# (binary name, its TEST_ASSET_* variable, the cache component that ships it)
 _SOURCES = (
-    ("etcd", "TEST_ASSET_ETCD", "ETCD_BIN"),
-    ("kube-apiserver", "TEST_ASSET_KUBE_APISERVER", "KUBERNETES_BIN"),
+    ("etcd", "TEST_ASSET_ETCD", "etcd"),
+    ("kube-apiserver", "TEST_ASSET_KUBE_APISERVER", "kubernetes"),
 )
 
 
+def cache_directory(environ: Mapping[str, str] | None = None) -> Path:
+    """``$TRAINER_CACHE_DIR``, else ``$XDG_CACHE_HOME/kubeflow-trainer-py``, else
+    ``~/.cache/kubeflow-trainer-py``."""
+    env = os.environ if environ is None else environ
+    if env.get("TRAINER_CACHE_DIR"):
+        return Path(env["TRAINER_CACHE_DIR"])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / CACHE_NAME
+
+
 def find_binaries(
-    environ: Mapping[str, str] | None = None, build_script: Path | None = BUILD_SCRIPT
+    *,
+    etcd_version: str | None = None,
+    kubernetes_version: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Binaries:
     """Resolve both binaries as described in the module docstring; raise BinariesNotFound if one is missing.
 
-    ``build_script=None`` skips the checkout lookup (e.g. for an installed copy of the library).
+    A version left None skips the cache for that component.
     """
     env = os.environ if environ is None else environ
-    script_dirs: dict[str, str] | None = None
+    versions = {"etcd": etcd_version, "kubernetes": kubernetes_version}
     found: dict[str, Path] = {}
     tried: list[str] = []
-    for binary, variable, print_key in _SOURCES:
+    for binary, variable, component in _SOURCES:
         candidates: list[tuple[str, Path]] = []
         if env.get(variable):
             candidates.append((f"${variable}", Path(env[variable])))
-        if env.get("KUBEBUILDER_ASSETS"):
-            candidates.append(("$KUBEBUILDER_ASSETS", Path(env["KUBEBUILDER_ASSETS"]) / binary))
-        if build_script is not None and build_script.is_file():
-            if script_dirs is None:
-                script_dirs = _print_build_dirs(build_script)
-            if print_key in script_dirs:
-                candidates.append((f"{build_script.name} --print", Path(script_dirs[print_key]) / binary))
+        for assets in (ASSETS_VARIABLE, "KUBEBUILDER_ASSETS"):
+            if env.get(assets):
+                candidates.append((f"${assets}", Path(env[assets]) / binary))
+        version = versions[component]
+        if version:
+            directory = cache_directory(env) / "bin" / f"{component}-{version}"
+            candidates.append((f"the cache, {component} {version}", directory / binary))
         for source, path in candidates:
             if _is_executable(path):
                 found[binary] = path
@@ -77,31 +95,16 @@ def find_binaries(
             tried.append(f"{binary}: {path} (from {source}) is not an executable file")
         else:
             if not candidates:
-                tried.append(f"{binary}: no ${variable}, no $KUBEBUILDER_ASSETS and no checkout build script")
+                tried.append(
+                    f"{binary}: no ${variable}, no ${ASSETS_VARIABLE}, no $KUBEBUILDER_ASSETS "
+                    f"and no {component} version to look up in the cache"
+                )
     if len(found) < len(_SOURCES):
-        hint = f"build them with `bash {BUILD_SCRIPT}`" if BUILD_SCRIPT.is_file() else "set $TEST_ASSET_*"
-        raise BinariesNotFound("control-plane binaries not found; " + hint + ":\n  " + "\n  ".join(tried))
-    return Binaries(etcd=found["etcd"], kube_apiserver=found["kube-apiserver"])
-
-
-def parse_print_output(text: str) -> dict[str, str]:
-    """Parse the ``KEY=value`` lines ``build-binaries.sh --print`` writes; other lines are ignored."""
-    dirs: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep and key.isidentifier() and value:
-            dirs[key] = value
-    return dirs
-
-
-def _print_build_dirs(script: Path) -> dict[str, str]:
-    try:
-        done = subprocess.run(
-            ["bash", str(script), "--print"], capture_output=True, text=True, timeout=30, check=True
+        raise BinariesNotFound(
+            "control-plane binaries not found (build them into the cache, or set $TEST_ASSET_* or "
+            f"${ASSETS_VARIABLE}):\n  " + "\n  ".join(tried)
         )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise BinariesNotFound(f"`bash {script} --print` failed: {exc}") from exc
-    return parse_print_output(done.stdout)
+    return Binaries(etcd=found["etcd"], kube_apiserver=found["kube-apiserver"])
 
 
 def _is_executable(path: Path) -> bool:

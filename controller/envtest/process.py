@@ -9,10 +9,13 @@ SIGTERM then SIGKILL). Guarantees:
   idempotent and safe to call on a process that already exited.
 - Every running process (and every control plane, through :func:`register`) is tracked until stopped.
   Tracked objects are stopped, newest first, by an ``atexit`` hook (normal exit, an uncaught exception and
-  Ctrl-C, which Python turns into KeyboardInterrupt and a normal exit) and by a SIGTERM handler that
-  stops them and then lets SIGTERM take its previous course. The handler is installed once, at the first
-  registration made on the main thread, and only if SIGTERM still has its default disposition or a Python
-  handler (which it then chains to); an ignored SIGTERM stays ignored.
+  Ctrl-C, which Python turns into KeyboardInterrupt and a normal exit), registered at the first
+  registration.
+- **Signals are the caller's choice.** The library installs no signal handler by default. A test runner
+  that wants SIGTERM to stop the control plane too calls :func:`install_sigterm_handler` from its main
+  thread (this repository's integration conftest does): the handler stops everything tracked and then lets
+  SIGTERM take its previous course. It is installed only if SIGTERM still has its default disposition or a
+  Python handler (which it then chains to); an ignored SIGTERM stays ignored.
 - As a last line of defence on Linux, when ``setpriv`` is available and the process is started from the
   main thread, the child gets SIGKILL when its parent dies, which covers SIGKILL of the test runner too.
   (The kernel ties this to the *thread* that started the child, hence main thread only.)
@@ -160,8 +163,8 @@ def _can_tie_to_parent() -> bool:
 class ProcessRegistry:
     """Everything started and not yet stopped, in start order, plus the exit hooks that stop it.
 
-    The module's registry installs its hooks on first use; ``install_hooks=False`` makes an inert one (for
-    tests).
+    The module's registry registers its ``atexit`` hook on first use; ``install_hooks=False`` makes an inert
+    one (for tests). The SIGTERM handler is only installed by :meth:`install_sigterm_handler`.
     """
 
     def __init__(self, *, install_hooks: bool = True) -> None:
@@ -200,14 +203,20 @@ class ProcessRegistry:
         if not self._atexit_installed:
             atexit.register(self.stop_all)
             self._atexit_installed = True
-        # Signal handlers can only be installed from the main thread; until a registration happens there,
-        # atexit alone covers us.
-        if not self._sigterm_installed and threading.current_thread() is threading.main_thread():
-            self._sigterm_installed = True
-            previous = signal.getsignal(signal.SIGTERM)
-            if previous is signal.SIG_DFL or callable(previous):
-                self._previous_sigterm = previous
-                signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def install_sigterm_handler(self) -> bool:
+        """Opt in: SIGTERM stops everything tracked, then takes its previous course. Main thread only;
+        idempotent. Returns whether the handler is installed (not when SIGTERM is ignored)."""
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("signal handlers can only be installed from the main thread")
+        with self._lock:
+            if not self._sigterm_installed:
+                previous = signal.getsignal(signal.SIGTERM)
+                if previous is signal.SIG_DFL or callable(previous):
+                    self._previous_sigterm = previous
+                    signal.signal(signal.SIGTERM, self._on_sigterm)
+                    self._sigterm_installed = True
+            return self._sigterm_installed
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.stop_all()
@@ -231,6 +240,11 @@ def register(obj: Stoppable) -> None:
 def unregister(obj: Stoppable) -> None:
     """Stop tracking ``obj`` (it was stopped by its owner)."""
     _REGISTRY.unregister(obj)
+
+
+def install_sigterm_handler() -> bool:
+    """Opt in (from the main thread) to stopping everything tracked on SIGTERM; see the module docstring."""
+    return _REGISTRY.install_sigterm_handler()
 
 
 def tracked() -> list[Stoppable]:

@@ -36,6 +36,7 @@ import pytest
 
 from controller import envtest
 from controller.envtest import Binaries, BinariesNotFound, ControlPlane, find_binaries
+from controller.envtest.process import install_sigterm_handler
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -64,10 +65,18 @@ def _build_binaries(config: pytest.Config) -> None:
         pytest.fail(f"hack/build-binaries.sh failed:\n{done.stderr[-4000:]}", pytrace=False)
 
 
+def _find_binaries() -> Binaries:
+    """The binaries of the versions pinned in hack/versions.env (the library takes versions, not paths)."""
+    pinned = _thirdparty().read_versions()
+    return find_binaries(etcd_version=pinned["ETCD_VERSION"], kubernetes_version=pinned["KUBERNETES_VERSION"])
+
+
 @pytest.fixture(scope="session")
 def envtest_binaries(request: pytest.FixtureRequest, prerequisite: Any) -> Binaries:
+    # The library installs no signal handler; the suite opts in, so a SIGTERM to pytest stops the planes too.
+    install_sigterm_handler()
     try:
-        return find_binaries()
+        return _find_binaries()
     except BinariesNotFound:
         pass  # build them below
     if shutil.which("go") is None:
@@ -76,7 +85,7 @@ def envtest_binaries(request: pytest.FixtureRequest, prerequisite: Any) -> Binar
             "(or $TEST_ASSET_ETCD and $TEST_ASSET_KUBE_APISERVER; see docs/development.md)"
         )
     _build_binaries(request.config)
-    return find_binaries()
+    return _find_binaries()
 
 
 @pytest.fixture(scope="session")

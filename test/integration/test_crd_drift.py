@@ -6,7 +6,6 @@ Kubernetes or JobSet version all show up here as a diff (fix: run `hack/gen-crds
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -16,20 +15,14 @@ from types import ModuleType
 import pytest
 
 from controller.envtest import ControlPlane
+from controller.envtest.suite import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def gen_crds() -> ModuleType:
-    if "gen_crds" in sys.modules:
-        return sys.modules["gen_crds"]
-    spec = importlib.util.spec_from_file_location("gen_crds", ROOT / "hack" / "gen-crds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_crds"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "hack" / "gen-crds.py", "gen_crds")
 
 
 @pytest.fixture(scope="module")

@@ -294,7 +294,8 @@ import signal, sys
 from controller.envtest import Binaries, ControlPlane, StartError, namespaced_crd
 from controller.envtest.controlplane import sweep_abandoned_directories
 from controller.envtest.process import tracked
-from controller.envtest.process import ManagedProcess, tracked
+from controller.envtest.process import ManagedProcess, install_sigterm_handler, tracked
+install_sigterm_handler()  # the caller's opt-in, as the integration conftest's
 plane = ControlPlane()
 plane.start()
 pids = [p.pid for p in tracked() if isinstance(p, ManagedProcess)]

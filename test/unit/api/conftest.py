@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -17,18 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.envtest.suite import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def load_gen_crds() -> ModuleType:
-    if "gen_crds" in sys.modules:
-        return sys.modules["gen_crds"]
-    spec = importlib.util.spec_from_file_location("gen_crds", ROOT / "hack" / "gen-crds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_crds"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "hack" / "gen-crds.py", "gen_crds")
 
 
 @pytest.fixture(scope="session")

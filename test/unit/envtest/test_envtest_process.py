@@ -250,3 +250,22 @@ def test_the_sigterm_hook_stops_everything_then_chains_to_the_previous_handler()
     registry._on_sigterm(signal.SIGTERM, None)
     assert events == ["stopped", f"previous({signal.SIGTERM})"]
     assert registry.tracked() == []
+
+
+def test_registering_installs_no_signal_handler_until_the_caller_opts_in() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    registry = ProcessRegistry(install_hooks=False)
+
+    class Plane:
+        def stop(self) -> None:
+            pass
+
+    registry.register(Plane())
+    assert signal.getsignal(signal.SIGTERM) is before  # library code changed no process-wide state
+    try:
+        assert registry.install_sigterm_handler() is (before is signal.SIG_DFL or callable(before))
+        if registry.install_sigterm_handler():  # idempotent
+            assert signal.getsignal(signal.SIGTERM) == registry._on_sigterm
+            assert registry._previous_sigterm is before
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from controller.envtest.suite import load_script
 from runtime.framework import Phase
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_plugin_docs", ROOT / "hack" / "gen-plugin-docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "hack" / "gen-plugin-docs.py", "gen_plugin_docs")
 
 
 def test_the_committed_plugin_guide_matches_the_code() -> None:
