@@ -14,7 +14,7 @@ Start-up, in order:
    controller-runtime), the runtime registry, the informer cache (with the list GC tactic switched on: an
    interpreter-wide setting that only the entry point may choose), the manager (leader election from
    ``leaderElection``; the Lease client's requests time out after ``max(renewDeadline / 2, 1 s)``), the
-   ``healthz``/``readyz`` checks, and the Trainer's indexes and controllers
+   ``healthz`` (ping) and ``readyz`` (caches synced) checks, and the Trainer's indexes and controllers
    (``controller.trainer.setup``);
 5. :meth:`~controller.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second one
    exits at once with status 1).
@@ -29,8 +29,8 @@ Exit status (also in ``--help`` and ``docs/configuration.md``):
 ======  =====================================================================================
 
 Deliberately missing (a later release): the webhook server, the certificate rotator, the status server,
-HTTPS and authentication on the metrics endpoint. ``readyz`` is a ping until the webhook server exists
-(upstream's waits for the certificates and the webhook server).
+HTTPS and authentication on the metrics endpoint. ``readyz`` passes once the caches have synced
+(upstream's waits for the certificates and the webhook server, which do not exist here yet).
 """
 
 from __future__ import annotations
@@ -43,11 +43,10 @@ from typing import Protocol, TextIO
 
 import structlog
 
-from controller.cache import InformerCache
-from controller.client import Client
-from controller.healthz import PING
+from controller.cache import Cache
+from controller.healthz import PING, Checker
 from controller.logging import configure as configure_logging
-from controller.manager import LeaderElectionLost, Manager
+from controller.manager import LeaderElectionLost, Manager, ManagerOptions
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
 from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
 from trainer_controller_manager.flags import Flags, parse_flags
@@ -61,6 +60,7 @@ __all__ = [
     "Runner",
     "Settings",
     "build_manager",
+    "caches_synced",
     "client_rate_limit",
     "load_settings",
     "main",
@@ -139,46 +139,46 @@ def client_rate_limit(config: Configuration) -> tuple[float, int]:
     return qps, burst
 
 
+def caches_synced(cache: Cache) -> Checker:
+    """The readiness check: passes once the informer cache has started and synced (on every replica, the
+    standbys too: they run the cache)."""
+
+    def check() -> None:
+        if not cache.has_synced():
+            raise RuntimeError("caches are not synced yet")
+
+    return check
+
+
 def build_manager(settings: Settings) -> Manager:
     """The real manager, with the Trainer's controllers registered (needs a reachable API server)."""
     # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
     from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
 
     config = settings.config
-    qps, burst = client_rate_limit(config)
-    client = Client.load(settings.kubeconfig, qps=qps, burst=burst)
     if settings.serving.operator_namespace is None:
         registry = new_registry(config)
     else:
         registry = new_registry(config, operator_namespace=settings.serving.operator_namespace)
-    cache = InformerCache(
-        client.lister_watcher,
-        by_object=cache_by_object(registry),
-        is_namespaced=lambda gvk: client.resource_for(gvk).namespaced,
-        gc_tuning=True,  # the entry point's choice: interpreter-wide GC thresholds and freeze (see reflector)
-    )
+    qps, burst = client_rate_limit(config)
     election = config.leader_election if config.leader_election_enabled else None
-    lease_client = None
-    if election is not None:
-        # As Manager.from_kubeconfig: one hung request must not outlive the renew deadline.
-        timeout = max(election.renew_deadline / 2, 1.0)
-        transport = client.transport.with_options(read_timeout=timeout, connect_timeout=timeout)
-        lease_client = Client(transport, qps=qps, burst=burst)
-    manager = Manager(
-        client,
-        cache=cache,
+    options = ManagerOptions(
+        health_probe_bind_address=settings.serving.health_probe_bind_address,
+        metrics_bind_address=settings.serving.metrics_bind_address,
         leader_election=election is not None,
         leader_election_id=election.resource_name if election else "",
         leader_election_namespace=settings.serving.leader_election_namespace,
-        leader_election_client=lease_client,
         lease_duration=election.lease_duration if election else 15.0,
         renew_deadline=election.renew_deadline if election else 10.0,
         retry_period=election.retry_period if election else 2.0,
-        health_probe_bind_address=settings.serving.health_probe_bind_address,
-        metrics_bind_address=settings.serving.metrics_bind_address,
+        qps=qps,
+        burst=burst,
+        by_object=cache_by_object(registry),
+        gc_tuning=True,  # the entry point's choice: interpreter-wide GC thresholds and freeze (see reflector)
     )
+    manager = Manager.from_kubeconfig(settings.kubeconfig, options=options)
     manager.add_healthz_check("healthz", PING)
-    manager.add_readyz_check("readyz", PING)
+    manager.add_readyz_check("readyz", caches_synced(manager.cache))
     setup_with_manager(manager, registry, group_kind_concurrency=config.controller.group_kind_concurrency)
     return manager
 

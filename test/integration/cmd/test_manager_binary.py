@@ -113,7 +113,7 @@ def test_it_serves_probes_and_metrics_and_stops_with_0_on_sigterm(
 ) -> None:
     binary = start("")
     assert eventually(lambda: binary.get("health-probe", "/healthz"), timeout=60) == "ok"
-    assert binary.get("health-probe", "/readyz") == "ok"
+    assert eventually(lambda: binary.get("health-probe", "/readyz"), timeout=60, retry_on=(OSError,)) == "ok"
 
     def controllers_running() -> str:
         text = binary.get("metrics", "/metrics")

@@ -21,6 +21,7 @@ from trainer_controller_manager.main import (
     EXIT_OK,
     EXIT_USAGE,
     Settings,
+    caches_synced,
     client_rate_limit,
     main,
 )
@@ -244,3 +245,20 @@ def test_the_client_rate_limit_is_applied_as_the_go_manager_applies_it(
         "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\n" + section
     )
     assert client_rate_limit(config) == rate
+
+
+class FakeCache:
+    def __init__(self) -> None:
+        self.synced = False
+
+    def has_synced(self) -> bool:
+        return self.synced
+
+
+def test_readiness_waits_for_the_caches() -> None:
+    cache = FakeCache()
+    check = caches_synced(cache)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="caches are not synced yet"):
+        check()
+    cache.synced = True
+    check()
