@@ -1,34 +1,48 @@
 """Kubernetes resource quantities and pod resource requests, computed exactly as the kubelet and scheduler do.
 
-Go origin: `k8s.io/apimachinery/pkg/api/resource` (`Quantity`: parsing, `Add`, `Cmp`, `Value`, the canonical
-`String()`), `k8s.io/component-helpers/resource.PodRequests` (what a pod asks the scheduler for), and the two
-helpers of kubeflow/trainer `pkg/runtime/runtime.go` that read a container's resources (`GetNumGPUPerNode`,
-and the Torch plugin's CPU count).
+Go origin: `k8s.io/apimachinery/pkg/api/resource` (`Quantity`: `ParseQuantity`, `Add`, `Cmp`, `Value`,
+`String`/`MarshalJSON` and `CanonicalizeBytes`), `k8s.io/component-helpers/resource.PodRequests` (what a pod
+asks the scheduler for), and the two helpers of kubeflow/trainer `pkg/runtime/runtime.go` that read a
+container's resources (`GetNumGPUPerNode`, and the Torch plugin's CPU count).
 
 Guarantees:
-- Arithmetic is exact: a quantity is a `Fraction`, rounded up to the nano unit once at parse time like Go
-  (`1.0000000001` reads as `1000000001n`). No float ever touches a value.
-- `str(q)` is Go's canonical form: `1500m`, `408Gi`, `1536Mi` (binary values that are not a whole number of
-  a binary unit fall back to decimal), `1e3` keeps the exponent format. The format of a sum is the format of
-  its first non-zero operand, as in Go's `Quantity.Add`.
+- Arithmetic is exact: a quantity is a `Fraction`, rounded up (away from zero) to the nano unit once at
+  parse time like Go (`1.0000000001` reads as `1000000001n`, `1e-999999999` as `1n`). No float ever
+  touches a value; a JSON number is read through the text Go's `encoding/json` writes for it.
+- `str(q)` is byte for byte what Go writes for the same quantity (checked against apimachinery v0.36.3 on
+  tens of thousands of random strings). That is the canonical form (`canonical()`: `1500m`, `1536Mi`,
+  `12e6`; BinarySI under 1024, or not whole, prints as decimal; a sum takes the format of its first
+  non-zero operand, as Go's `Add`), except that Go keeps the text of a parsed quantity that its fast
+  path considers canonical already, sign and leading zeros included: `+1`, `01`, `1E3`, `1e+3` and
+  `1.Ki` are written back unchanged (`Quantity.text`). Arithmetic drops that text, as Go's does.
+- Parsing takes time and memory linear in the text, whatever the exponent: digits far below the nano
+  unit only decide the rounding, and a magnitude of `10**MAX_DIGITS` or more is refused with
+  `InvalidQuantityError` (BinarySI is capped at 2**63-1 first, as Go caps it: `999999999999Ei` reads as
+  `9223372036854775807`). Kubernetes has no such bound; it hangs on `1e-999999999`, and truncates an
+  exponent past 32 bits (`1e9999999999` prints as `10e1410065406`).
 - `pod_requests` follows the sidecar KEP formula: the sum of regular containers, plus restartable init
   containers (`restartPolicy: Always`) as sidecars, against the max of each ordinary init container (plus
   the sidecars started before it); pod-level `resources.requests` for cpu, memory and hugepages override
-  the container sum; `overhead` is added. Limits never count (as upstream: a GPU given only as a limit
+  the container sum; `overhead` is added. Limits never count (upstream Q5: a GPU given only as a limit
   contributes nothing to a PodGroup's `minResources`).
-- `gpu_count` is deterministic (upstream picks from a Go map, at random): names are read sorted, so when
+- `gpu_count` is deterministic (fixes upstream Q11): resource names are read in sorted order, so when
   several names contain "gpu" the same one wins on every run.
-- Parsing takes bounded time and memory whatever the text: more than 100 significant digits, an
-  exponent beyond 64 bits or a value of 1e100 or more is an `InvalidQuantityError` (Go keeps any size;
-  no resource comes near), and values below 1n round up to 1n without being built digit by digit.
 
-Deliberately missing: `DecimalExponent` rounding subtleties of numbers beyond int64 (values are kept exact
-here, where Go would cap BinarySI at 2^63-1 -- that cap is applied), in-place resize and DRA status inputs
-of `PodRequests` (a template has no status), and `PodLimits`.
+Deliberate differences from Go, each where Go writes a different value than it holds:
+- A DecimalSI value of 1e21 or more has no suffix; Go prints the mantissa alone (`1000E` → `1`, a
+  thousandth of a millionth of the value) where this prints the exponent form (`1e21`).
+- A BinarySI value that is a multiple of 1024 Ei (only reachable by arithmetic: Go caps parsed values)
+  keeps the `Ei` suffix with a larger mantissa (`1024Ei`) where Go prints the mantissa alone (`1`).
+- A number without any digit (`.`, `+`) is refused; Go reads it as 0, but the API server's schema
+  pattern for quantities never lets one through.
+
+Also missing: in-place resize and DRA status inputs of `PodRequests` (a template has no status), and
+`PodLimits`.
 """
 
 from __future__ import annotations
 
+import decimal
 import enum
 import math
 import re
@@ -82,65 +96,179 @@ _DECIMAL_BY_EXPONENT = {e: s for s, e in _DECIMAL_SUFFIXES.items()}
 _BINARY_BY_EXPONENT = {e: s for s, e in _BINARY_SUFFIXES.items()}
 _NANO = Fraction(1, 10**9)
 _MAX_INT64 = 2**63 - 1
-_MAX_DIGITS = 100
-_MAX_MAGNITUDE = 100
-"""Quantities are refused beyond 100 significant digits or 1e100, where Go keeps any size: no resource comes
-near (int64, Go's cap for binary quantities, is below 1e19), and the bound keeps parsing and printing cheap
-for input such as `1e999999999`, which one tenant may write and every reconcile would parse."""
-# sign, integer digits, fraction digits, suffix; the number must have at least one digit (Go's CRD pattern).
-_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?([a-zA-Z]*[-+]?[0-9]*)$")
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+_DIGITS = frozenset("0123456789")
+_LOG10_2 = 0.30103  # a hair above log10(2): digit estimates below err on the large side
+MAX_DIGITS = 1000
+"""A quantity's magnitude must stay below 10**MAX_DIGITS (Kubernetes has no bound; see the module doc)."""
+_MAX_BITS = math.ceil(MAX_DIGITS / _LOG10_2)
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for an error message, cut short: a quantity is as long as the request holding it."""
+    return repr(text) if len(text) <= 64 else f"{text[:48]!r}... ({len(text)} characters)"
+
+
+def _scan(text: str) -> tuple[bool, str, str, str]:
+    """(positive, integer digits, fraction digits, suffix): Go's `parseQuantityString`, leading zeros dropped.
+
+    Raises `InvalidQuantityError` where Go returns `ErrFormatWrong`, and for a number without any digit
+    (".", "+"), which Go reads as 0 but the API server's schema pattern for quantities never lets through.
+    """
+    end = len(text)
+    pos = 0
+    positive = True
+    if pos < end and text[pos] in "+-":
+        positive = text[pos] == "+"
+        pos += 1
+    start = pos
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    whole = text[start:pos]
+    frac = ""
+    if pos < end and text[pos] == ".":
+        pos += 1
+        frac_start = pos
+        while pos < end and text[pos] in _DIGITS:
+            pos += 1
+        frac = text[frac_start:pos]
+    if not whole and not frac:
+        raise InvalidQuantityError(f"quantities must match the Kubernetes quantity syntax: {_shown(text)}")
+    suffix_start = pos
+    while pos < end and text[pos] in _SUFFIX_CHARS:
+        pos += 1
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    if pos != end:
+        raise InvalidQuantityError(f"quantities must match the Kubernetes quantity syntax: {_shown(text)}")
+    return positive, whole.lstrip("0") or "0", frac, text[suffix_start:]
+
+
+def _interpret(suffix: str, text: str) -> tuple[int, int, Format]:
+    """(power of ten, power of two, format) of a suffix: Go's `quantitySuffixer.interpret`."""
+    if suffix in _DECIMAL_SUFFIXES:
+        return _DECIMAL_SUFFIXES[suffix], 0, Format.DECIMAL_SI
+    if suffix in _BINARY_SUFFIXES:
+        return 0, _BINARY_SUFFIXES[suffix], Format.BINARY_SI
+    exponent = suffix[1:]
+    digits = exponent[1:] if exponent[:1] in ("+", "-") else exponent
+    # Go parses the exponent as an int64 (then silently truncates it to int32, which this does not do).
+    if len(suffix) > 1 and suffix[0] in "eE" and digits and set(digits) <= _DIGITS and len(digits) <= 19:
+        return int(exponent), 0, Format.DECIMAL_EXPONENT
+    raise InvalidQuantityError(f"unable to parse quantity's suffix: {_shown(text)}")
+
+
+def _go_cached_text(text: str, *, whole: str, frac: str, power10: int, power2: int, fmt: Format) -> bool:
+    """Whether Go's `ParseQuantity` keeps `text` as the quantity's string (its fast path's canonical test).
+
+    Go prints that string back as it was written, sign and leading zeros included (`+1`, `01`, `1E3`,
+    `1e+3`), so this decides whether Go's output differs from the canonical form.
+    """
+    if text == "0":
+        return True
+    digits = whole + frac
+    if fmt is Format.BINARY_SI:
+        if frac:
+            return False
+        # Go's precision estimate: 1Mi (2^20) has about six decimal digits.
+        precision = 15 - len(whole) - int(power2 * 3 / 10) - 1
+        return precision >= 0 and int(digits) * 2**power2 <= _MAX_INT64 and int(digits) & 0x07 != 0
+    precision = 18 - len(digits)
+    scale = power10 - len(frac)
+    return (
+        precision >= 0 and scale >= -9 and scale % 3 == 0 and not digits.endswith("000") and digits[0] != "0"
+    )
+
+
+def _exact_value(text: str, *, whole: str, frac: str, power10: int, power2: int, fmt: Format) -> Fraction:
+    """The magnitude, rounded up to the nano unit as Go does, without ever building a huge number.
+
+    Digits far below the nano unit only decide the rounding, so they are folded into one "sticky" half
+    unit of the last digit kept; magnitudes of 10**MAX_DIGITS and more are refused (BinarySI is capped
+    at 2**63-1 first, as in Go).
+    """
+    significant = (whole + frac).lstrip("0")
+    if not significant:
+        return Fraction(0)
+    last = power10 - len(frac)  # the power of ten of the last digit written
+    binary_digits = math.ceil(power2 * _LOG10_2)
+    top = len(significant) + last + binary_digits  # the value is below 10**top
+    if fmt is Format.BINARY_SI and top - 1 - binary_digits + math.floor(power2 * 0.30102) > 19:
+        return Fraction(_MAX_INT64)  # certainly above 2**63 - 1
+    if top > MAX_DIGITS:
+        raise InvalidQuantityError(
+            f"quantity {_shown(text)} is out of range: its magnitude must be below 1e{MAX_DIGITS}"
+        )
+    lowest = -9 - binary_digits - 1  # digits below 10**lowest cannot change the rounded value
+    sticky = False
+    if last < lowest:
+        dropped = lowest - last
+        kept, rest = significant[:-dropped], significant[-dropped:]
+        sticky = rest.strip("0") != ""
+        significant, last = kept or "0", lowest
+    value = int(significant) * Fraction(10) ** last * 2**power2
+    if sticky:
+        value += Fraction(10) ** last * 2**power2 / 2
+    value = Fraction(math.ceil(value / _NANO)) * _NANO
+    if fmt is Format.BINARY_SI and value > _MAX_INT64:
+        value = Fraction(_MAX_INT64)
+    return value
+
+
+def _go_json_number(number: float) -> str:
+    """A float as Go's `encoding/json` writes it (what the API server sends): `0.00001`, `1e+21`, `1e-7`."""
+    if not math.isfinite(number):
+        raise InvalidQuantityError(f"quantities must be finite numbers, not {number!r}")
+    text = repr(number)  # the shortest digits that read back as the same float, as Go's
+    if number == 0 or 1e-6 <= abs(number) < 1e21:
+        text = format(decimal.Decimal(text), "f")
+        return text.removesuffix(".0")
+    return re.sub(r"e-0([0-9])$", r"e-\1", text)  # Go writes e-7 where Python writes e-07
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Quantity:
-    """An exact Kubernetes quantity. Compare, add and multiply it; `str()` prints Go's canonical form."""
+    """An exact Kubernetes quantity. Compare, add and multiply it; `str()` prints what Go prints.
+
+    `text` is Go's cached string: the quantity as written, kept by `parse` only when Go's parser keeps it
+    (see `_go_cached_text`); arithmetic drops it, as Go's `Add` and `Mul` clear it.
+    """
 
     value: Fraction
     format: Format = Format.DECIMAL_SI
+    text: str | None = None
 
     @classmethod
     def parse(cls, raw: str | int | float) -> Quantity:
-        """Parse a quantity as Go's `resource.ParseQuantity` does (numbers are read via their JSON text)."""
+        """Parse a quantity as Go's `resource.ParseQuantity` does; numbers are read via their JSON text.
+
+        Raises `InvalidQuantityError` for anything Go rejects, for a number without digits, and for a
+        magnitude of 10**MAX_DIGITS or more. Time and memory are linear in the length of the text.
+        """
         if isinstance(raw, bool):
             raise InvalidQuantityError(f"quantities must be strings or numbers, not {raw!r}")
-        text = str(raw) if isinstance(raw, (int, float)) else raw
-        if not isinstance(text, str):
+        if isinstance(raw, int):
+            if raw.bit_length() > _MAX_BITS:  # str() of an int this long is slow, then refused by Python
+                raise InvalidQuantityError(
+                    f"quantity out of range: its magnitude must be below 1e{MAX_DIGITS}"
+                )
+            text = str(raw)
+        elif isinstance(raw, float):
+            text = _go_json_number(raw)
+        elif isinstance(raw, str):
+            text = raw
+        else:
             raise InvalidQuantityError(f"quantities must be strings or numbers, not {type(raw).__name__}")
-        match = _QUANTITY_RE.match(text)
-        if match is None or not (match.group(2) or match.group(3)):
-            raise InvalidQuantityError(f"quantities must match the Kubernetes quantity syntax: {text!r}")
-        sign, whole, frac, suffix = match.group(1), match.group(2), match.group(3) or "", match.group(4)
-        # Bounded work whatever the text: the significant digits and the decimal exponent are checked
-        # before any power of ten is built (`1e999999999` would otherwise take gigabytes).
-        digits = (whole + frac).lstrip("0")
-        if len(digits) > _MAX_DIGITS:
-            raise InvalidQuantityError(f"quantities must have at most {_MAX_DIGITS} significant digits")
-        number = Fraction(int(digits or "0"), 10 ** len(frac))
-        if suffix in _DECIMAL_SUFFIXES:
-            fmt, exponent = Format.DECIMAL_SI, _DECIMAL_SUFFIXES[suffix]
-        elif suffix in _BINARY_SUFFIXES:
-            fmt, exponent = Format.BINARY_SI, 0
-            number *= 2 ** _BINARY_SUFFIXES[suffix]
-        elif 1 < len(suffix) <= 20 and suffix[0] in "eE" and re.fullmatch(r"[-+]?[0-9]+", suffix[1:]):
-            fmt, exponent = Format.DECIMAL_EXPONENT, int(suffix[1:])  # Go: a 64-bit exponent, else an error
-        else:
-            raise InvalidQuantityError(f"unable to parse quantity's suffix: {text!r}")
-        magnitude = len(digits) - len(frac) + exponent  # number * 10**exponent < 10**magnitude
-        if number and magnitude > _MAX_MAGNITUDE:
-            raise InvalidQuantityError(f"quantities must be less than 1e{_MAX_MAGNITUDE}: {text!r}")
-        if not number:
-            value = Fraction(0)
-        elif magnitude < -9:
-            value = _NANO  # below one nano unit: Go rounds it up to 1n
-        else:
-            value = number * Fraction(10) ** exponent
-        # Go rounds every non-zero value up (away from zero) to the nano unit.
-        value = Fraction(math.ceil(value / _NANO)) * _NANO
-        if fmt is Format.BINARY_SI and value > _MAX_INT64:
-            value = Fraction(_MAX_INT64)
+        positive, whole, frac, suffix = _scan(text)
+        power10, power2, fmt = _interpret(suffix, text)
+        value = _exact_value(text, whole=whole, frac=frac, power10=power10, power2=power2, fmt=fmt)
         if fmt is Format.BINARY_SI and 0 < value < 1:
             fmt = Format.DECIMAL_SI
-        return cls(-value if sign == "-" else value, fmt)
+        go_keeps_text = _go_cached_text(text, whole=whole, frac=frac, power10=power10, power2=power2, fmt=fmt)
+        cached = text if go_keeps_text else None
+        return cls(value if positive else -value, fmt, cached)
 
     @classmethod
     def zero(cls) -> Quantity:
@@ -183,6 +311,17 @@ class Quantity:
         return self.value >= other.value
 
     def __str__(self) -> str:
+        """What Go's `String()` and `MarshalJSON` write: the cached text if any, else `canonical()`."""
+        return self.text if self.text is not None else self.canonical()
+
+    def canonical(self) -> str:
+        """Go's canonical form (`CanonicalizeBytes`), with two value-preserving fixes (see the module doc).
+
+        Zero is `0`. BinarySI prints the largest binary suffix that divides the value (`1536Mi`), or a
+        plain decimal under 1024 in magnitude or when the value is not an integer. DecimalSI and
+        DecimalExponent print the smallest integer mantissa with an exponent that is a multiple of 3
+        (`1500m`, `12e6`).
+        """
         if self.value == 0:
             return "0"
         fmt = self.format
@@ -190,14 +329,15 @@ class Quantity:
             fmt = Format.DECIMAL_SI
         if fmt is Format.BINARY_SI:
             mantissa, exponent = int(self.value), 0
-            while mantissa % 1024 == 0 and exponent < 60:
+            while mantissa % 1024 == 0 and exponent < 60:  # Go would drop the suffix past Ei
                 mantissa //= 1024
                 exponent += 10
             return f"{mantissa}{_BINARY_BY_EXPONENT.get(exponent, '')}"
         mantissa, exponent = _decimal_mantissa(self.value)
-        if fmt is Format.DECIMAL_EXPONENT:
-            return f"{mantissa}e{exponent}" if exponent else str(mantissa)
-        return f"{mantissa}{_DECIMAL_BY_EXPONENT.get(exponent, '')}"
+        if fmt is Format.DECIMAL_SI and exponent in _DECIMAL_BY_EXPONENT:
+            return f"{mantissa}{_DECIMAL_BY_EXPONENT[exponent]}"
+        # DecimalExponent, or a DecimalSI value past exa, where Go would drop the suffix (`1000E` → `1`).
+        return f"{mantissa}e{exponent}" if exponent else str(mantissa)
 
     def __repr__(self) -> str:
         return f"Quantity({str(self)!r})"
