@@ -2,8 +2,8 @@
 
 Upstream's CRDs are read from the Go module `github.com/kubeflow/trainer/v2` at `TRAINER_VERSION`
 (hack/versions.env), downloaded into the Go module cache by `hack/thirdparty.py` (`go mod download`, a no-op
-when the module is there). Without Go or the module the comparison is skipped, except under CI (env `CI`
-set), where that is a failure.
+when the module is there). Without Go or the module that is a missing prerequisite (test/conftest.py): the
+comparison is skipped, except under CI (env `CI` set) or `make test`, where it fails with the reason.
 
 Compared: every keyword of every schema node except `description` (type, format, bounds, enums, required,
 list and map types, CEL rules, defaults, int-or-string, nullable, preserve-unknown-fields...), plus names,
@@ -15,12 +15,11 @@ Descriptions are compared by where they are, not by what they say (ours are our 
 from __future__ import annotations
 
 import json
-import os
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 import pytest
 import yaml
@@ -48,21 +47,24 @@ def thirdparty() -> ModuleType:
     return load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
 
 
-def locate_upstream(module: ModuleType, environ: Mapping[str, str]) -> Path:
-    """Upstream's CRD directory (downloading the module if needed); skip without it, but fail under CI."""
+class Missing(Protocol):
+    """What `test/conftest.py`'s `prerequisite` fixture offers: skip, or fail when they are required."""
+
+    def missing(self, reason: str) -> NoReturn: ...
+
+
+def locate_upstream(module: ModuleType, prerequisite: Missing) -> Path:
+    """Upstream's CRD directory, the module downloaded first if needed; else a missing prerequisite."""
     try:
         directory: Path = module.upstream_trainer_crd_dir()
     except module.ThirdPartyError as exc:
-        message = f"upstream kubeflow/trainer CRDs unavailable: {exc}"
-        if environ.get("CI"):
-            pytest.fail(f"{message} (under CI our CRDs must be compared with upstream's)", pytrace=False)
-        pytest.skip(message)
+        prerequisite.missing(f"upstream kubeflow/trainer CRDs, to compare ours with: {exc}")
     return directory
 
 
 @pytest.fixture(scope="session")
-def upstream_dir() -> Path:
-    return locate_upstream(thirdparty(), os.environ)
+def upstream_dir(prerequisite: Missing) -> Path:
+    return locate_upstream(thirdparty(), prerequisite)
 
 
 def load_crd(path: Path) -> dict[str, Any]:
@@ -175,12 +177,15 @@ class _Unreachable:
         raise self.ThirdPartyError("Go is not installed")
 
 
-def test_without_upstreams_crds_the_comparison_is_skipped_locally_and_fails_under_ci() -> None:
-    module = typing.cast(ModuleType, _Unreachable())
-    with pytest.raises(pytest.skip.Exception, match="Go is not installed"):
-        locate_upstream(module, {})
-    with pytest.raises(pytest.fail.Exception, match="under CI our CRDs must be compared"):
-        locate_upstream(module, {"CI": "true"})
+class _Recorder:
+    def missing(self, reason: str) -> NoReturn:
+        raise LookupError(reason)
+
+
+def test_without_upstreams_crds_the_comparison_is_a_missing_prerequisite() -> None:
+    # test/conftest.py's `prerequisite` skips it, or fails it under CI (test/unit/suite tests that part).
+    with pytest.raises(LookupError, match="upstream kubeflow/trainer CRDs, to compare ours with: Go is not"):
+        locate_upstream(typing.cast(ModuleType, _Unreachable()), _Recorder())
 
 
 def test_an_unpinned_upstream_version_is_a_clear_error() -> None:
