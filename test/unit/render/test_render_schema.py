@@ -266,6 +266,18 @@ def test_evaluation_stops_when_the_cost_budget_runs_out() -> None:
     ]
 
 
+def test_a_rule_that_reads_fields_of_self_is_handed_only_those() -> None:
+    # The TrainJob's name rules sit on the resource root; the rest of a large object costs them nothing.
+    rules = RuleValidator(
+        {"type": "object", "x-kubernetes-validations": [{"rule": "self.metadata.name.matches('^[a-z]+$')"}]}
+    )
+    large = {"metadata": {"name": "demo"}, "spec": {"args": ["x"] * 300_000}}
+    assert rules.validate(large) == []
+    assert rules.validate({**large, "metadata": {"name": "Demo"}}) != []
+    whole = RuleValidator({"type": "object", "x-kubernetes-validations": [{"rule": "size(self) < 5"}]})
+    assert [e.message for e in whole.validate(large)] == [OUT_OF_BUDGET]
+
+
 def test_long_strings_cost_more() -> None:
     rules = RuleValidator(_schema({"rule": "self.matches('^a+$')"}, type="string"))
     assert rules.validate({"x": "a" * 64 * 100}, budget=110) == []
@@ -389,3 +401,27 @@ def test_without_a_schema_the_error_says_how_to_find_the_field(tmp_path: Path) -
         "  a TrainJob or runtime does not have the shape of its CRD; drop --no-schema (or pass --crd-dir) to "
         "see which field",
     ]
+
+
+# Benchmarks (deselected by default; `-m benchmark -s`): they print, never assert ---------------------------
+
+
+@pytest.mark.benchmark
+def test_benchmark_schema_check_with_cel_rules() -> None:
+    import time
+
+    trainjob, runtime = _trainjob(), _runtime()
+    rules = RuleValidator(
+        _schema({"rule": "!self.exists(c, c == 'node')"}, type="array", items={"type": "string"})
+    )
+    for label, call, rounds in (
+        ("TrainJob: names, schema, CEL", lambda: SCHEMAS.check(trainjob), 2000),
+        ("ClusterTrainingRuntime: names, schema, CEL", lambda: SCHEMAS.check(runtime), 200),
+        ("one rule over a list of 100,000 strings", lambda: rules.validate({"x": ["x"] * 100_000}), 5),
+        ("one rule over a list past the budget", lambda: rules.validate({"x": ["x"] * 2_000_000}), 2),
+    ):
+        started = time.perf_counter()
+        for _ in range(rounds):
+            call()
+        elapsed = time.perf_counter() - started
+        print(f"{label}: {elapsed / rounds * 1e3:,.2f} ms each")
