@@ -19,6 +19,7 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -141,3 +142,151 @@ def test_rendering_is_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     first, second = _render(case, tmp_path), _render(case, tmp_path)
     assert first == second
     assert first[0] == 0
+
+
+# --- key facts of each golden case, asserted explicitly -----------------------------------------------------
+#
+# The golden files are regenerated on purpose after a change of output, and a reviewer may wave a large
+# diff through. These facts are written by hand, from what the plugins must do, and checked on every case
+# that renders: the env of every `node` container of the JobSet, per replicated job, in order, with values.
+# They hold whatever the quantity formatting is.
+
+INDEX = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+HF_TOKEN = {"secretKeyRef": {"name": "hf", "key": "token"}}
+TRAINER_ENV = [("LOG_LEVEL", "debug"), ("HF_TOKEN", HF_TOKEN)]  # test/golden/trainjobs/gpus.yaml
+
+
+def _pet(nnodes: int, nproc: str, *, master: bool = True) -> list[tuple[str, Any]]:
+    env = [("PET_NNODES", str(nnodes)), ("PET_NPROC_PER_NODE", nproc), ("PET_NODE_RANK", INDEX)]
+    if master:
+        env += [("PET_MASTER_ADDR", "demo-node-0-0.demo"), ("PET_MASTER_PORT", "29500")]
+    return env
+
+
+def _openmpi_launcher(slots: int) -> list[tuple[str, Any]]:
+    return [
+        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_set_default_slots", str(slots)),
+        ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+    ]
+
+
+def _jax(processes: int) -> list[tuple[str, Any]]:
+    return [
+        ("JAX_NUM_PROCESSES", str(processes)),
+        ("JAX_PROCESS_ID", INDEX),
+        ("JAX_COORDINATOR_ADDRESS", "demo-node-0-0.demo:29500"),
+    ]
+
+
+def _dmlc(workers: int) -> list[tuple[str, Any]]:
+    return [
+        ("DMLC_TRACKER_URI", "demo-node-0-0.demo"),
+        ("DMLC_TRACKER_PORT", "29500"),
+        ("DMLC_TASK_ID", INDEX),
+        ("DMLC_NUM_WORKER", str(workers)),
+    ]
+
+
+def _torch_facts(nproc: str, patched_nproc: str) -> dict[str, dict[str, list[tuple[str, Any]]]]:
+    """minimal: no trainer, runtime as written; gpus: 2 nodes x 4 GPUs, the TrainJob env first; the
+    runtime-patches and suspend TrainJobs set 2 and 3 nodes."""
+    return {
+        "minimal": {"node": []},
+        "gpus": {"node": TRAINER_ENV + _pet(2, nproc)},
+        "runtime-patches": {"node": _pet(2, patched_nproc)},
+        "suspend": {"node": _pet(3, patched_nproc)},
+    }
+
+
+def _torchtune_facts() -> dict[str, dict[str, list[tuple[str, Any]]]]:
+    return {
+        **_torch_facts("auto", "auto"),
+        "initializers": {"node": _pet(1, "auto")},
+        # A `tune run` command on one node: torchtune rendezvous without a master address.
+        "tune-run": {"node": _pet(1, "auto", master=False)},
+    }
+
+
+def _mpi_facts(*, launcher_first: bool, node_gets_trainer_env: bool) -> dict[str, dict[str, Any]]:
+    """OpenMPI: the launcher gets the hostfile envs (slots = GPUs per node, else 1)."""
+
+    def jobs(slots: int, trainer: list[tuple[str, Any]]) -> dict[str, Any]:
+        launcher = _openmpi_launcher(slots) + ([] if launcher_first else trainer)
+        node = trainer if node_gets_trainer_env else []
+        return {"launcher": launcher, "node": node}
+
+    return {
+        "minimal": jobs(1, []),
+        "gpus": jobs(4, TRAINER_ENV),
+        "runtime-patches": jobs(1, []),
+        "suspend": jobs(1, []),
+    }
+
+
+NODE_ENV_FACTS: dict[str, dict[str, dict[str, list[tuple[str, Any]]]]] = {
+    "torch-distributed": _torch_facts("auto", "1"),
+    "torch-coscheduling": {**_torch_facts("auto", "4"), "initializers": {"node": _pet(2, "auto")}},
+    "torchtune-llama3.2-1b": _torchtune_facts(),
+    "torchtune-llama3.2-3b": _torchtune_facts(),
+    "torchtune-qwen2.5-1.5b": _torchtune_facts(),
+    # DeepSpeed and MLX run the launcher as a node: it gets the TrainJob env after the OpenMPI envs.
+    "deepspeed-distributed": _mpi_facts(launcher_first=False, node_gets_trainer_env=True),
+    "mlx-distributed": _mpi_facts(launcher_first=False, node_gets_trainer_env=True),
+    # mpi-volcano's launcher is not a node: only the node job gets the TrainJob env.
+    "mpi-volcano": _mpi_facts(launcher_first=True, node_gets_trainer_env=True),
+    "jax-distributed": {
+        "minimal": {"node": []},
+        "gpus": {"node": _jax(2) + TRAINER_ENV},
+        "runtime-patches": {"node": _jax(2)},
+        "suspend": {"node": _jax(3)},
+    },
+    # DMLC_NUM_WORKER counts GPUs across nodes: 2 nodes x 4 GPUs = 8.
+    "xgboost-distributed": {
+        "minimal": {"node": []},
+        "gpus": {"node": TRAINER_ENV + _dmlc(8)},
+        "runtime-patches": {"node": _dmlc(2)},
+        "suspend": {"node": _dmlc(3)},
+    },
+    "flux-distributed": {
+        "minimal": {"node": []},
+        "gpus": {"node": TRAINER_ENV},
+        "runtime-patches": {"node": []},
+        "suspend": {"node": []},
+    },
+}
+
+
+def _node_envs(rendered: str) -> dict[str, list[tuple[str, Any]]]:
+    """The env of the `node` container of each replicated job of the one JobSet, as (name, value) pairs."""
+    [jobset] = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "JobSet"]
+    envs = {}
+    for rjob in jobset["spec"]["replicatedJobs"]:
+        for container in rjob["template"]["spec"]["template"]["spec"].get("containers", []):
+            if container["name"] == "node":
+                envs[rjob["name"]] = [
+                    (e["name"], e["valueFrom"] if "valueFrom" in e else e.get("value"))
+                    for e in container.get("env", [])
+                ]
+    return envs
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_node_containers_env_is_what_the_plugins_must_set(
+    case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _render(case, tmp_path)
+    facts = NODE_ENV_FACTS.get(case.runtime, {}).get(case.trainjob)
+    if code != 0:
+        assert facts is None, f"{case.id} has env facts but does not render:\n{err}"
+        return
+    assert facts is not None, f"{case.id} renders: write down its node env in NODE_ENV_FACTS"
+    assert _node_envs(out) == facts
+
+
+def test_every_env_fact_belongs_to_a_case() -> None:
+    cases = {(c.runtime, c.trainjob) for c in CASES}
+    facts = {(runtime, trainjob) for runtime, table in NODE_ENV_FACTS.items() for trainjob in table}
+    assert facts - cases == set()
