@@ -555,7 +555,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--crd-dir",
         type=Path,
-        help="the Trainer CRDs whose schemas are checked and defaulted (default: config/crd)",
+        help="the Trainer CRDs to check against (default: those shipped with this package)",
     )
     parser.add_argument("--no-schema", action="store_true", help="skip the CRD schema checks and defaults")
     parser.add_argument("--traceback", action="store_true", help="show the traceback of an internal error")
