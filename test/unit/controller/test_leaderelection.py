@@ -12,7 +12,7 @@ import pytest
 from controller import metrics
 from controller.clock import FakeClock
 from controller.gvk import GVK
-from controller.leaderelection import LeaderElector, LeaseLock, new_identity
+from controller.leaderelection import JITTER_FACTOR, LeaderElector, LeaseLock, new_identity
 
 LEASE = GVK("coordination.k8s.io", "v1", "Lease")
 
@@ -35,6 +35,7 @@ def elector(
     *,
     name: str = "lock",
     release_on_cancel: bool = True,
+    jitter: float = 0.0,
 ) -> LeaderElector:
     calls = calls or Calls()
 
@@ -53,7 +54,7 @@ def elector(
         retry_period=2.0,
         release_on_cancel=release_on_cancel,
         clock=clock,
-        jitter=lambda: 0.0,
+        jitter=lambda: jitter,
     )
 
 
@@ -379,10 +380,17 @@ def test_stopping_the_elector_releases_the_lease(lease_api: Any, clock: FakeCloc
     assert not any(t.name == f"leader-election/{fresh_name}" for t in threading.enumerate())
 
 
-def test_a_standby_takes_over_after_the_leader_vanishes(lease_api: Any, clock: FakeClock) -> None:
+@pytest.mark.parametrize("jitter", [0.0, 0.5, 1.0], ids=["no jitter", "half jitter", "the most jitter"])
+def test_a_standby_takes_over_after_the_leader_vanishes(
+    lease_api: Any, clock: FakeClock, jitter: float
+) -> None:
+    # The bound test/integration/test_manager_integration.py derives for real time, checked in fake time:
+    # a lease duration after the standby last saw the record change, which it sees up to one jittered retry
+    # period late, plus up to one more jittered retry period to notice the expiry; plus one clock step here.
+    lease_duration, retry_period, step = 15.0, 2.0, 0.5
     a_calls, b_calls = Calls(), Calls()
     a = elector(lease_api, clock, "a", a_calls, name="lock-a", release_on_cancel=False)
-    b = elector(lease_api, clock, "b", b_calls, name="lock-b")
+    b = elector(lease_api, clock, "b", b_calls, name="lock-b", jitter=jitter)
     a.start()
     step_until(clock, a_calls.started.is_set)
     b.start()
@@ -393,7 +401,9 @@ def test_a_standby_takes_over_after_the_leader_vanishes(lease_api: Any, clock: F
         vanished = clock.monotonic()
         step_until(clock, b_calls.started.is_set)
         took = clock.monotonic() - vanished
-        assert 13.0 <= took <= 15.0 + 2.0 * 2.2 + 0.5, took
+        jittered_retry = retry_period * (1 + JITTER_FACTOR * jitter)
+        # At least a lease duration after a's last renewal, which was at most one retry period before.
+        assert lease_duration - retry_period <= took <= lease_duration + 2 * jittered_retry + step, took
         assert lease_api.spec()["holderIdentity"] == "b"
         assert b_calls.leaders[-1] == "b"
     finally:
