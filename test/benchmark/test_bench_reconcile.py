@@ -36,6 +36,9 @@ class MemorySource:
         self.handlers.append(handler)
         return self
 
+    def remove_event_handler(self, registration: Any) -> None:
+        self.handlers.clear()
+
     def has_synced(self) -> bool:
         return True
 
