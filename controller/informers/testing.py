@@ -30,8 +30,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from controller import errors
 from controller.informers.reflector import (
     ADDED,
@@ -43,12 +41,13 @@ from controller.informers.reflector import (
     WatchEvent,
 )
 from controller.informers.store import meta_namespace_key
+from controller.object import Object, deep_copy
 
 _CLOSE = object()
 
 
-def _copy(obj: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = orjson.loads(orjson.dumps(obj))
+def _copy(obj: Mapping[str, Any]) -> Object:
+    out: Object = deep_copy(obj)
     return out
 
 
