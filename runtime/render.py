@@ -12,7 +12,9 @@ What it does, in order:
    recursively for *.yaml, *.yml and *.json; other documents, such as kustomization.yaml, are skipped),
    and the objects of each `--existing` path (objects already in the cluster: a JobSet, a PodGroup, an MPI
    Secret, PriorityClasses, and with the `TrainJobStatus` gate the status server's CA Secret in
-   `--operator-namespace`).
+   `--operator-namespace`). Any path may be `-` (stdin), a FIFO or a process substitution. YAML is read
+   as kubectl reads it (`runtime.kubeyaml`: go-yaml v2's resolver, Go's JSON conversion, its limit on
+   alias expansion), so `1e1` is 10 and `1:30` a string.
 2. Checks each TrainJob and runtime as the API server does on create, and applies the schema defaults
    (`runtime.schema.SchemaChecker`: names, the structural schema, the CRD's CEL rules; CRDs from
    `--crd-dir`, default those shipped in this package). Unknown fields are errors, as with kubectl's strict
@@ -28,6 +30,9 @@ Guarantees:
 - Invalid input (a YAML syntax error, a missing file, a schema violation, a webhook rejection, a runtime
   that is not found, a plugin that cannot build) exits with status 2 and field paths and messages on
   stderr, never a traceback. Status 1 means a bug in this program (`--traceback` shows it).
+- Bounded on hostile input: an alias bomb or deep nesting is refused after one linear read; one input
+  holds at most `MAX_INPUT_BYTES`; an error line repeats at most `runtime.echo.ECHO_LIMIT` characters of
+  a value and is at most `_LINE_LIMIT` long. An unknown feature gate is an error, as in the manager.
 - A TrainJob managed by another controller (`spec.managedBy`) or already finished renders as nothing, as
   the controller applies nothing for it.
 
