@@ -9,6 +9,9 @@ Module map:
 - `runtime.core.status`: `set_condition` (meta.SetStatusCondition), the Suspended condition, the deadline.
 - `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError` (permanent),
   `RuntimeNotFoundError`, `SnapshotError`.
+- `runtime.core.runtime_rules`: what the (Cluster)TrainingRuntime webhooks check (replicated-job rules,
+  the deprecation warning).
+- `runtime.core.defaulting`: what the TrainJob mutating webhook fills in (`runtimePatches[].time`).
 """
 
 from __future__ import annotations
