@@ -109,6 +109,19 @@ class RESTMapper:
             raise errors.NoKindMatch(gvk.group, gvk.version, gvk.kind)
         return found
 
+    def is_served(self, gvk: GVK) -> bool:
+        """Whether the API server serves ``gvk`` now, asked of discovery even for a built-in kind (a CRD's
+        kind is in :data:`BUILTIN_RESOURCES` so that it costs no round trip, but it is served only once its
+        CRD is installed). A group-version already fetched and listing the kind answers without a request."""
+        with self._lock:
+            cached = self._discovered.get(gvk.api_version)
+        if cached is not None and gvk.kind in cached:
+            return True
+        try:
+            return gvk.kind in self._fetch_group_version(gvk)
+        except errors.NoKindMatch:
+            return False
+
     def _fetch_group_version(self, gvk: GVK) -> dict[str, Resource]:
         gv = gvk.api_version
         path = f"/apis/{gv}" if gvk.group else f"/api/{gv}"

@@ -39,7 +39,6 @@ import structlog
 from controller.builder import ControllerBuilder
 from controller.cache import ByObject, CacheNotStarted, InformerCache
 from controller.client import Client
-from controller.errors import NoKindMatch
 from controller.gvk import GVK
 from controller.manager import Manager
 from controller.predicate import Funcs
@@ -127,11 +126,7 @@ def cache_by_object(registry: RuntimeRegistry) -> dict[GVK, ByObject]:
 
 
 def _served(client: Client, gvk: GVK) -> bool:
-    try:
-        client.resource_for(gvk)
-    except NoKindMatch:
-        return False
-    return True
+    return client.mapper.is_served(gvk)
 
 
 def _map_to_requests(watch: Watch, reader: Reader) -> Any:

@@ -245,3 +245,19 @@ def test_invalidate_forgets_discovered_kinds_but_keeps_built_ins() -> None:
     assert mapper.resource_for(GVK("", "v1", "Pod")) == POD
     with pytest.raises(errors.NoKindMatch):
         mapper.resource_for(GVK("example.com", "v1", "Widget"))
+
+
+def test_a_built_in_crd_kind_is_served_only_when_discovery_lists_it() -> None:
+    # PodGroups resolve without a round trip (they are built in), but their CRD may not be installed: the
+    # Trainer skips the PodGroup watches then, as upstream does when the CRD is not discoverable.
+    pod_group = GVK("scheduling.x-k8s.io", "v1alpha1", "PodGroup")
+    podgroups = {
+        "groupVersion": "scheduling.x-k8s.io/v1alpha1",
+        "resources": [{"name": "podgroups", "kind": "PodGroup", "namespaced": True, "verbs": ["get"]}],
+    }
+    docs = _Documents({})
+    mapper = RESTMapper(docs)
+    assert mapper.resource_for(pod_group).plural == "podgroups"
+    assert mapper.is_served(pod_group) is False
+    docs.docs["/apis/scheduling.x-k8s.io/v1alpha1"] = podgroups
+    assert mapper.is_served(pod_group) is True
