@@ -220,7 +220,8 @@ def true_condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
 
 def jobs_status(trainjob: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     """``status.jobsStatus`` by job name, every counter present (the schema requires all five)."""
-    return {j["name"]: {k: j[k] for k in COUNTERS} for j in trainjob["status"].get("jobsStatus") or []}
+    jobs = (trainjob.get("status") or {}).get("jobsStatus") or []
+    return {j["name"]: {k: j[k] for k in COUNTERS} for j in jobs}
 
 
 def counters(**nonzero: int) -> dict[str, int]:
@@ -442,7 +443,7 @@ def test_a_running_trainjob_counts_active_jobs_and_deleting_it_collects_everythi
         return stored
 
     stored = eventually(running, timeout=60)
-    assert not (stored["status"].get("conditions"))
+    assert not (stored.get("status") or {}).get("conditions")
     assert {p.status.phase for p in jobset_pods(e2e_cluster, namespace, name)} == {"Running"}
     owned = owned_by(e2e_cluster, namespace, created)
     assert owned == {
