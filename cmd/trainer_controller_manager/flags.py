@@ -47,6 +47,10 @@ class Flags:
     """The structlog level (``debug``, ``info``, ``warning``, ``error``, ``critical``)."""
     json_logs: bool
     """JSON lines (production, the default) or structlog's console renderer (``--zap-devel``)."""
+    webhook_cert_dir: Path | None = None
+    """``--webhook-cert-dir``: where the webhook server reads ``tls.crt``/``tls.key``; None means
+    controller-runtime's ``/tmp/k8s-webhook-server/serving-certs`` (not an upstream flag: for local runs and
+    tests)."""
 
 
 def _go_bool(text: str) -> bool:
@@ -93,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--kubeconfig", default=None, metavar="FILE", help="the kubeconfig (default: $KUBECONFIG, in-cluster)"
+    )
+    parser.add_argument(
+        "--webhook-cert-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the webhook server's certificate directory (tls.crt, tls.key); default "
+        "/tmp/k8s-webhook-server/serving-certs",
     )
     parser.add_argument(
         "--zap-log-level",
@@ -144,4 +156,5 @@ def parse_flags(argv: Sequence[str]) -> Flags:
         kubeconfig=args.kubeconfig,
         log_level=level,
         json_logs=encoder == "json",
+        webhook_cert_dir=args.webhook_cert_dir,
     )

@@ -8,14 +8,16 @@ Start-up, in order:
    with ``--zap-devel``), the only place the process's logging is configured;
 2. the Configuration (``--config``, else upstream's defaults) with ``--feature-gates`` applied over its
    ``featureGates``; bind addresses and the Lease namespace resolved against the Pod (:mod:`.serving`);
-3. a log line for what the configuration names but this release does not serve yet (webhook server,
-   certificate management, status server, HTTPS metrics);
+3. a log line for what the configuration names but this release does not serve yet (certificate
+   management, status server, HTTPS metrics);
 4. the API client with ``clientConnection.qps``/``burst`` (one token bucket per resource type, as
    controller-runtime), the runtime registry, the informer cache (with the list GC tactic switched on: an
    interpreter-wide setting that only the entry point may choose), the manager (leader election from
    ``leaderElection``; the Lease client's requests time out after ``max(renewDeadline / 2, 1 s)``), the
-   ``healthz`` (ping) and ``readyz`` (caches synced) checks, and the Trainer's indexes and controllers
-   (``controller.trainer.setup``);
+   ``healthz`` (ping) and ``readyz`` (caches synced) checks, the Trainer's indexes and controllers
+   (``controller.trainer.setup``), and the admission webhooks (``controller.trainer.webhooks``: HTTPS on
+   ``webhook.host:webhook.port``, resolved as the other addresses, certificates from ``--webhook-cert-dir``,
+   default ``/tmp/k8s-webhook-server/serving-certs``; readiness check ``webhook-server``);
 5. :meth:`~controller.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second one
    exits at once with status 1).
 
@@ -28,9 +30,10 @@ Exit status (also in ``--help`` and ``docs/configuration.md``):
 ``3``   the leader election Lease was lost (``LeaderElectionLost``): restart to stand by again
 ======  =====================================================================================
 
-Deliberately missing (a later release): the webhook server, the certificate rotator, the status server,
-HTTPS and authentication on the metrics endpoint. ``readyz`` passes once the caches have synced
-(upstream's waits for the certificates and the webhook server, which do not exist here yet).
+Deliberately missing (a later release): the certificate rotator, the status server, HTTPS and
+authentication on the metrics endpoint. ``readyz`` passes once the caches have synced and the webhook
+server has certificates and answers (upstream's waits for the certificates and the webhook server); until a
+rotator exists, something else must write the certificates into the cert dir.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, TextIO
 
 import structlog
@@ -49,6 +53,7 @@ from controller.logging import configure as configure_logging
 from controller.manager import LeaderElectionLost, Manager, ManagerOptions
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
 from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
+from controller.webhook import DEFAULT_CERT_DIR
 from trainer_controller_manager.flags import Flags, parse_flags
 from trainer_controller_manager.serving import Serving, ServingError, resolve_serving
 
@@ -81,6 +86,8 @@ class Settings:
     config: Configuration
     serving: Serving
     kubeconfig: str | None
+    webhook_cert_dir: Path | None = None
+    """``--webhook-cert-dir``; None: the webhook server's default."""
 
 
 class Runner(Protocol):
@@ -95,7 +102,12 @@ def load_settings(flags: Flags, environ: Mapping[str, str]) -> Settings:
     config = load_configuration(flags.config)
     if flags.feature_gates:
         config = config.with_feature_gates(parse_feature_gates(flags.feature_gates))
-    return Settings(config=config, serving=resolve_serving(config, environ), kubeconfig=flags.kubeconfig)
+    return Settings(
+        config=config,
+        serving=resolve_serving(config, environ),
+        kubeconfig=flags.kubeconfig,
+        webhook_cert_dir=flags.webhook_cert_dir,
+    )
 
 
 def _announce(settings: Settings) -> None:
@@ -109,17 +121,19 @@ def _announce(settings: Settings) -> None:
         feature_gates=sorted(config.feature_gates.enabled_set()),
         metrics_bind_address=settings.serving.metrics_bind_address,
         health_probe_bind_address=settings.serving.health_probe_bind_address,
+        webhook_bind_address=settings.serving.webhook_bind_address,
     )
-    not_served = ["webhook server"]
+    not_served = []
     if config.cert_management.enable:
         not_served.append("certificate management")
     if config.feature_gates.enabled(TRAIN_JOB_STATUS):
         not_served.append("status server")
-    _log.warning(
-        "setup.not_served_yet",
-        components=not_served,
-        note="parsed and validated; served by a later release",
-    )
+    if not_served:
+        _log.warning(
+            "setup.not_served_yet",
+            components=not_served,
+            note="parsed and validated; served by a later release",
+        )
     if config.metrics.secure_serving and config.metrics.bind_address != "0":
         _log.warning(
             "setup.metrics_not_secure",
@@ -154,6 +168,7 @@ def build_manager(settings: Settings) -> Manager:
     """The real manager, with the Trainer's controllers registered (needs a reachable API server)."""
     # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
     from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
+    from controller.trainer.webhooks import setup_webhooks  # noqa: PLC0415
 
     config = settings.config
     if settings.serving.operator_namespace is None:
@@ -179,7 +194,17 @@ def build_manager(settings: Settings) -> Manager:
     manager = Manager.from_kubeconfig(settings.kubeconfig, options=options)
     manager.add_healthz_check("healthz", PING)
     manager.add_readyz_check("readyz", caches_synced(manager.cache))
-    setup_with_manager(manager, registry, group_kind_concurrency=config.controller.group_kind_concurrency)
+    controllers = setup_with_manager(
+        manager, registry, group_kind_concurrency=config.controller.group_kind_concurrency
+    )
+    setup_webhooks(
+        manager,
+        registry,
+        config,
+        reader=controllers.reader,
+        bind_address=settings.serving.webhook_bind_address or None,
+        cert_dir=settings.webhook_cert_dir or DEFAULT_CERT_DIR,
+    )
     return manager
 
 

@@ -6,7 +6,7 @@ here a server never listens on all interfaces:
 - ``host:port`` with a host binds that host (a loopback address, or the Pod IP given explicitly);
 - ``:port`` (empty host) binds the Pod IP when ``POD_IP`` is set (the Deployment passes
   ``status.podIP`` through the downward API), else ``127.0.0.1`` (a local run);
-- ``0`` turns the server off;
+- ``0`` turns the server off (not for the webhook server: ``webhook.port`` is 1-65535);
 - ``0.0.0.0``, ``::`` or ``[::]`` are refused (:class:`ServingError`).
 
 The namespace the manager runs in (the operator namespace: where the status server's Service and the
@@ -59,6 +59,8 @@ class Serving:
     health_probe_bind_address: str
     operator_namespace: str | None
     leader_election_namespace: str
+    webhook_bind_address: str = ""
+    """``webhook.host:webhook.port`` resolved by the same rules (``""``: not resolved; the caller decides)."""
 
 
 def _host_for(pod_ip: str) -> str:
@@ -113,4 +115,10 @@ def resolve_serving(
         ),
         operator_namespace=own_namespace,
         leader_election_namespace=lease_namespace,
+        webhook_bind_address=resolve_bind_address("webhook.host", _webhook_address(config), environ),
     )
+
+
+def _webhook_address(config: Configuration) -> str:
+    host = config.webhook.host
+    return f"[{host}]:{config.webhook.port}" if ":" in host else f"{host}:{config.webhook.port}"

@@ -4,6 +4,7 @@ SIGTERM, and exits with status 3 when its Lease is taken from it."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -16,11 +17,13 @@ import orjson
 import pytest
 
 from controller.envtest import ControlPlane
+from controller.envtest.certs import CertificateAuthority
 
 CONFIG = """\
 apiVersion: config.trainer.kubeflow.org/v1alpha1
 kind: Configuration
 health: {{healthProbeBindAddress: "127.0.0.1:0"}}
+webhook: {{host: "127.0.0.1", port: {webhook_port}}}
 metrics: {{bindAddress: "127.0.0.1:0"}}
 controller:
   groupKindConcurrency: {{TrainJob.trainer.kubeflow.org: 5}}
@@ -42,6 +45,8 @@ class Binary:
     def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str, config: str) -> None:
         path = tmp_path / "config.yaml"
         path.write_text(config)
+        cert_dir = tmp_path / "serving-certs"  # what the certificate rotator would write
+        CertificateAuthority.new("test-ca").issue_serving(["127.0.0.1"]).write(cert_dir, "tls.crt", "tls.key")
         self.log_path = tmp_path / "manager.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
@@ -51,6 +56,7 @@ class Binary:
                 "trainer_controller_manager",
                 f"--config={path}",
                 f"--kubeconfig={kubeconfig}",
+                f"--webhook-cert-dir={cert_dir}",
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -94,12 +100,19 @@ class Binary:
         self._log.close()
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture
 def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[[str], Binary]]:
     started: list[Binary] = []
 
     def run(leader_election: str = "") -> Binary:
-        binary = Binary(tmp_path, kubeconfig, namespace, CONFIG.format(leader_election=leader_election))
+        config = CONFIG.format(leader_election=leader_election, webhook_port=_free_port())
+        binary = Binary(tmp_path, kubeconfig, namespace, config)
         started.append(binary)
         return binary
 
@@ -114,6 +127,7 @@ def test_it_serves_probes_and_metrics_and_stops_with_0_on_sigterm(
     binary = start("")
     assert eventually(lambda: binary.get("health-probe", "/healthz"), timeout=60) == "ok"
     assert eventually(lambda: binary.get("health-probe", "/readyz"), timeout=60, retry_on=(OSError,)) == "ok"
+    assert binary.get("health-probe", "/readyz/webhook-server") == "ok"  # certificates read, TLS answers
 
     def controllers_running() -> str:
         text = binary.get("metrics", "/metrics")

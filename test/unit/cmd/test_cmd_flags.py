@@ -21,6 +21,11 @@ def test_the_deployments_flags_are_understood() -> None:
     assert flags.json_logs
 
 
+def test_the_webhook_cert_dir_is_a_flag_for_local_runs() -> None:
+    assert parse_flags(["--webhook-cert-dir=/certs"]).webhook_cert_dir == Path("/certs")
+    assert parse_flags([]).webhook_cert_dir is None
+
+
 def test_space_separated_values_work_too() -> None:
     flags = parse_flags(["--config", "c.yaml", "--feature-gates", "TrainJobStatus=true", "--kubeconfig", "k"])
     assert (flags.config, flags.feature_gates, flags.kubeconfig) == (

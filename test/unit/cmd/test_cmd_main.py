@@ -111,8 +111,8 @@ def test_the_manager_gets_the_file_the_feature_gates_and_the_pods_addresses() ->
     assert run.settings.serving.metrics_bind_address == "10.0.0.7:8443"
     assert run.settings.serving.health_probe_bind_address == "10.0.0.7:8081"
     assert run.settings.serving.leader_election_namespace == "kubeflow-system"
+    assert run.settings.serving.webhook_bind_address == "10.0.0.7:9443"
     assert run.event("setup.not_served_yet")["components"] == [
-        "webhook server",
         "certificate management",
         "status server",
     ]
