@@ -1321,20 +1321,87 @@ def manager_binary() -> Path:
     return binary
 
 
+TRAINER_WEBHOOKS = (
+    # (configuration, webhook, path, resource, whether the runtime objectSelector applies)
+    ("defaulter.trainer.kubeflow.org", "defaulter.trainjob.trainer.kubeflow.org",
+     "/mutate-trainer-kubeflow-org-v1alpha1-trainjob", "trainjobs", False),
+    ("validator.trainer.kubeflow.org", "validator.trainjob.trainer.kubeflow.org",
+     "/validate-trainer-kubeflow-org-v1alpha1-trainjob", "trainjobs", False),
+    ("validator.trainer.kubeflow.org", "validator.trainingruntime.trainer.kubeflow.org",
+     "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime", "trainingruntimes", True),
+    ("validator.trainer.kubeflow.org", "validator.clustertrainingruntime.trainer.kubeflow.org",
+     "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime", "clustertrainingruntimes", True),
+)  # fmt: skip
+"""The Trainer's admission webhooks, as the installed manifests register them behind the manager's Service."""
+
+
+def trainer_webhook_configurations(port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """The Trainer's webhook configurations, pointing at a manager on ``127.0.0.1:<port>`` by URL."""
+    bundle = base64.b64encode(ca_bundle).decode()
+    configurations: dict[str, dict[str, Any]] = {}
+    for configuration, name, path, resource, runtime_selector in TRAINER_WEBHOOKS:
+        kind = (
+            "MutatingWebhookConfiguration"
+            if name.startswith("defaulter")
+            else "ValidatingWebhookConfiguration"
+        )
+        hook: dict[str, Any] = {
+            "name": name,
+            "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle},
+            "rules": [
+                {
+                    "apiGroups": [constants.GROUP],
+                    "apiVersions": [constants.VERSION],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": [resource],
+                }
+            ],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 10,
+        }
+        if runtime_selector:
+            hook["objectSelector"] = {
+                "matchExpressions": [
+                    {"key": constants.LABEL_WEBHOOK_VALIDATION, "operator": "NotIn", "values": ["disabled"]}
+                ]
+            }
+        entry = configurations.setdefault(
+            configuration,
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": configuration},
+                "webhooks": [],
+            },
+        )
+        entry["webhooks"].append(hook)
+    return list(configurations.values())
+
+
 def start_manager(
     state: ClusterState, *, feature_gates: str = "", timeout: float = 60.0, log_level: str = "info"
 ) -> ManagerProcess:
-    """(Re)start the manager for the cluster and wait until it is ready (its caches synced).
+    """(Re)start the manager for the cluster, wait until it is ready (caches synced, webhook server up), and
+    register its admission webhooks with the API server by URL.
 
-    A manager already running for this cluster is stopped first, so the code it runs is the current one.
+    A manager already running for this cluster is stopped first, so the code it runs is the current one. Its
+    webhook server gets a serving certificate for 127.0.0.1 from a throwaway CA (certificate management is
+    off: the in-cluster rotator's certificates name the Service, which a host process does not have).
     """
     stop_manager(state.name)
     directory = Path(state.own_dir) / "manager"
     directory.mkdir(parents=True, exist_ok=True)
-    health, metrics = free_port(), free_port()
+    ca = CertificateAuthority.new("trainer-local-webhook-ca")
+    cert_dir = directory / "certs"
+    ca.issue_serving(["127.0.0.1", "localhost"]).write(cert_dir, "tls.crt", "tls.key")
+    health, metrics, webhook = free_port(), free_port(), free_port()
     config = yaml.safe_load(MANAGER_CONFIG.read_text())
     config["health"]["healthProbeBindAddress"] = f"127.0.0.1:{health}"
     config["metrics"] = {"bindAddress": f"127.0.0.1:{metrics}", "secureServing": False}
+    config["webhook"] = {"host": "127.0.0.1", "port": webhook}
+    config["certManagement"]["enable"] = False
     config["leaderElection"]["resourceNamespace"] = MANAGER_NAMESPACE
     config_path = _write_yaml(directory / "config.yaml", [config])
     log = directory / "manager.log"
@@ -1342,6 +1409,7 @@ def start_manager(
         str(manager_binary()),
         f"--config={config_path}",
         f"--kubeconfig={state.kubeconfig}",
+        f"--webhook-cert-dir={cert_dir}",
         f"--zap-log-level={log_level}",
     ]
     if feature_gates:
@@ -1364,6 +1432,12 @@ def start_manager(
     if not process.ready():
         stop_manager(state.name)
         raise ClusterError(f"the manager was not ready within {timeout:.0f} s; {log}:\n{_tail_file(log)}")
+    client = connect(state)
+    try:
+        for configuration in trainer_webhook_configurations(webhook, ca.cert_pem):
+            client.apply(configuration, INSTALL_FIELD_MANAGER, force=True)
+    finally:
+        client.close()
     return process
 
 
@@ -1462,10 +1536,8 @@ def demo(name: str = DEFAULT_NAME) -> None:
     try:
         print("\n== Trainer API (server-side apply)")
         started = time.monotonic()
-        crds, runtimes = install_trainer(client)
+        crds = install_crds(client, [TRAINER_CRD_DIR])
         print(f"CRDs Established: {', '.join(crds)}")
-        print(f"ClusterTrainingRuntimes: {', '.join(r.split('/', 1)[1] for r in runtimes)}")
-        print(f"installed in {time.monotonic() - started:.1f} s")
 
         print("\n== The Trainer controller manager")
         for ns in (MANAGER_NAMESPACE, namespace):
@@ -1475,9 +1547,13 @@ def demo(name: str = DEFAULT_NAME) -> None:
         manager = start_manager(state)
         print(
             f"trainer-controller-manager pid {manager.pid}: ready in {time.monotonic() - started:.1f} s "
-            f"(caches synced; leader of Lease {MANAGER_NAMESPACE}/trainer.kubeflow.org)"
+            f"(caches synced; leader of Lease {MANAGER_NAMESPACE}/trainer.kubeflow.org); its admission "
+            "webhooks are registered"
         )
         print(f"log: {manager.log}")
+
+        runtimes = install_runtimes(client)  # through the manager's validating webhook
+        print(f"ClusterTrainingRuntimes: {', '.join(r.split('/', 1)[1] for r in runtimes)}")
 
         print(f"\n== TrainJob {namespace}/{trainjob_name} from {DEMO_TRAINJOB.relative_to(REPO)}")
         clear_trainjob(client, namespace, trainjob_name)  # replace the TrainJob a previous run left
