@@ -16,10 +16,10 @@ Guarantees:
   path considers canonical already, sign and leading zeros included: `+1`, `01`, `1E3`, `1e+3` and
   `1.Ki` are written back unchanged (`Quantity.text`). Arithmetic drops that text, as Go's does.
 - Parsing takes time and memory linear in the text, whatever the exponent: digits far below the nano
-  unit only decide the rounding, and a magnitude of `10**MAX_DIGITS` or more is refused with
-  `InvalidQuantityError` (BinarySI is capped at 2**63-1 first, as Go caps it: `999999999999Ei` reads as
-  `9223372036854775807`). Kubernetes has no such bound; it hangs on `1e-999999999`, and truncates an
-  exponent past 32 bits (`1e9999999999` prints as `10e1410065406`).
+  unit only decide the rounding, and more than 100 significant digits or a magnitude of 1e100 or more
+  is refused with `InvalidQuantityError` (BinarySI is capped at 2**63-1 first, as Go caps it:
+  `999999999999Ei` reads as `9223372036854775807`). Kubernetes has no such bound; it hangs on
+  `1e-999999999`, and truncates an exponent past 32 bits (`1e9999999999` prints as `10e1410065406`).
 - `pod_requests` follows the sidecar KEP formula: the sum of regular containers, plus restartable init
   containers (`restartPolicy: Always`) as sidecars, against the max of each ordinary init container (plus
   the sidecars started before it); pod-level `resources.requests` for cpu, memory and hugepages override
@@ -99,9 +99,12 @@ _MAX_INT64 = 2**63 - 1
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
 _LOG10_2 = 0.30103  # a hair above log10(2): digit estimates below err on the large side
-MAX_DIGITS = 1000
-"""A quantity's magnitude must stay below 10**MAX_DIGITS (Kubernetes has no bound; see the module doc)."""
-_MAX_BITS = math.ceil(MAX_DIGITS / _LOG10_2)
+_MAX_DIGITS = 100
+_MAX_MAGNITUDE = 100
+"""Quantities are refused beyond 100 significant digits or 1e100, where Go keeps any size: no resource comes
+near (int64, Go's cap for binary quantities, is below 1e19), and the bound keeps parsing and printing cheap
+for input such as `1e999999999`, which one tenant may write and every reconcile would parse."""
+_MAX_BITS = math.ceil(_MAX_MAGNITUDE / _LOG10_2)
 
 
 def _shown(text: str) -> str:
@@ -186,10 +189,12 @@ def _exact_value(text: str, *, whole: str, frac: str, power10: int, power2: int,
     """The magnitude, rounded up to the nano unit as Go does, without ever building a huge number.
 
     Digits far below the nano unit only decide the rounding, so they are folded into one "sticky" half
-    unit of the last digit kept; magnitudes of 10**MAX_DIGITS and more are refused (BinarySI is capped
+    unit of the last digit kept; magnitudes of 1e100 and more are refused (BinarySI is capped
     at 2**63-1 first, as in Go).
     """
     significant = (whole + frac).lstrip("0")
+    if len(significant) > _MAX_DIGITS:
+        raise InvalidQuantityError(f"quantities must have at most {_MAX_DIGITS} significant digits")
     if not significant:
         return Fraction(0)
     last = power10 - len(frac)  # the power of ten of the last digit written
@@ -197,10 +202,8 @@ def _exact_value(text: str, *, whole: str, frac: str, power10: int, power2: int,
     top = len(significant) + last + binary_digits  # the value is below 10**top
     if fmt is Format.BINARY_SI and top - 1 - binary_digits + math.floor(power2 * 0.30102) > 19:
         return Fraction(_MAX_INT64)  # certainly above 2**63 - 1
-    if top > MAX_DIGITS:
-        raise InvalidQuantityError(
-            f"quantity {_shown(text)} is out of range: its magnitude must be below 1e{MAX_DIGITS}"
-        )
+    if top > _MAX_MAGNITUDE:
+        raise InvalidQuantityError(f"quantities must be less than 1e{_MAX_MAGNITUDE}: {_shown(text)}")
     lowest = -9 - binary_digits - 1  # digits below 10**lowest cannot change the rounded value
     sticky = False
     if last < lowest:
@@ -245,15 +248,14 @@ class Quantity:
         """Parse a quantity as Go's `resource.ParseQuantity` does; numbers are read via their JSON text.
 
         Raises `InvalidQuantityError` for anything Go rejects, for a number without digits, and for a
-        magnitude of 10**MAX_DIGITS or more. Time and memory are linear in the length of the text.
+        magnitude of 1e100 or more or more than 100 significant digits. Time and memory are linear in
+        the length of the text.
         """
         if isinstance(raw, bool):
             raise InvalidQuantityError(f"quantities must be strings or numbers, not {raw!r}")
         if isinstance(raw, int):
             if raw.bit_length() > _MAX_BITS:  # str() of an int this long is slow, then refused by Python
-                raise InvalidQuantityError(
-                    f"quantity out of range: its magnitude must be below 1e{MAX_DIGITS}"
-                )
+                raise InvalidQuantityError(f"quantities must be less than 1e{_MAX_MAGNITUDE}")
             text = str(raw)
         elif isinstance(raw, float):
             text = _go_json_number(raw)
