@@ -227,7 +227,12 @@ class _TLSServer(socketserver.TCPServer):
         read_timeout: float,
         max_body_bytes: int,
         max_connections: int,
+        handler_class: type[BaseHTTPRequestHandler] | None = None,
+        connection_thread_name: str = "webhook-server/conn",
     ) -> None:
+        # handler_class: another server's request handler on this connection machinery (the status
+        # server's, controller.trainer.statusserver); it may subclass _RequestHandler for its I/O.
+        self.connection_thread_name = connection_thread_name
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.certs = certs
         self.webhooks = webhooks
@@ -240,7 +245,7 @@ class _TLSServer(socketserver.TCPServer):
         self._threads: list[tuple[threading.Thread, socket.socket]] = []
         self.served = 0
         self.refused = 0
-        super().__init__(address, _RequestHandler)
+        super().__init__(address, handler_class or _RequestHandler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Wait for a free slot; meanwhile new connections queue in the listen backlog.
@@ -251,7 +256,7 @@ class _TLSServer(socketserver.TCPServer):
         thread = threading.Thread(
             target=self._serve_connection,
             args=(request, client_address),
-            name="webhook-server/conn",
+            name=self.connection_thread_name,
             daemon=True,
         )
         with self._lock:
@@ -276,7 +281,7 @@ class _TLSServer(socketserver.TCPServer):
                 _log.debug("webhook.handshake_failed", client=str(client_address[0]), error=str(exc))
                 return
             try:
-                _RequestHandler(_Connection(tls_sock, deadline), client_address, self)  # type: ignore[arg-type]
+                self.RequestHandlerClass(_Connection(tls_sock, deadline), client_address, self)  # type: ignore[arg-type]
                 with self._lock:
                     self.served += 1
             except (OSError, ValueError) as exc:
