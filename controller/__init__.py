@@ -38,6 +38,10 @@ Clients (:mod:`controller.client`, :mod:`controller.transport`, :mod:`controller
     object type and its deep copy :mod:`controller.object`.
     Only :mod:`controller.transport` touches the official ``kubernetes`` package.
 
+Webhooks (:mod:`controller.webhook`, :mod:`controller.certwatcher`, :mod:`controller.tlsconfig`)
+    an HTTPS admission webhook server that runs on every replica: AdmissionReview v1 in and out, handlers
+    that allow, deny (403) or patch, certificates reloaded from a directory without a restart, TLS >= 1.2.
+
 Logging and metrics (:mod:`controller.logging`, :mod:`controller.metrics`, :mod:`controller.events`,
 :mod:`controller.healthz`)
     structlog configured by the entry point only; controller-runtime's Prometheus names, labels and

@@ -14,7 +14,8 @@ Guarantees:
 - Metric objects are module-level, created once; components record into them with their own label values.
 
 Deliberately missing: the opt-in REST client latency/size histograms (controller-runtime registers only
-``rest_client_requests_total`` by default) and webhook metrics until the webhook server exists.
+``rest_client_requests_total`` by default). The webhook and certificate metrics live with their owners
+(:mod:`controller.webhook.metrics`, :mod:`controller.certwatcher`), in this registry.
 """
 
 from __future__ import annotations
