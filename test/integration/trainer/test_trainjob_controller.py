@@ -298,42 +298,92 @@ def _run_to(
     return get(client, TRAINJOB, "alpha", namespace)
 
 
-def test_6_reconcile_conditions_with_complete(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    status = jobs_status(
-        ("dataset-initializer", 0, 1, 0, 0, 0), ("model-initializer", 0, 1, 0, 0, 0), ("node", 0, 1, 0, 0, 0)
-    )
-    _run_to(client, namespace, eventually, {"conditions": [COMPLETED], "replicatedJobsStatus": status})
-
-    def complete() -> None:
-        got = get(client, TRAINJOB, "alpha", namespace)
-        assert conditions(got) == [
-            ("Suspended", "False", "Resumed", "TrainJob is resumed"),
+@pytest.mark.parametrize(
+    ("jobset_condition_", "node", "expected"),
+    [
+        (
+            COMPLETED,
+            ("node", 0, 1, 0, 0, 0),
             ("Complete", "True", "AllJobsCompleted", "jobset completed successfully"),
-        ]
-        assert got["status"]["jobsStatus"] == status
-
-    eventually(complete, timeout=20)
-
-
-def test_7_reconcile_conditions_with_failed(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    status = jobs_status(
-        ("dataset-initializer", 0, 1, 0, 0, 0), ("model-initializer", 0, 1, 0, 0, 0), ("node", 0, 0, 1, 0, 0)
-    )
-    _run_to(client, namespace, eventually, {"conditions": [FAILED], "replicatedJobsStatus": status})
-
-    def failed() -> None:
-        got = get(client, TRAINJOB, "alpha", namespace)
-        assert conditions(got) == [
-            ("Suspended", "False", "Resumed", "TrainJob is resumed"),
+        ),
+        (
+            FAILED,
+            ("node", 0, 0, 1, 0, 0),
             ("Failed", "True", "FailedJobs", "jobset failed due to one or more job failures"),
-        ]
+        ),
+    ],
+    ids=["6-complete", "7-failed"],
+)
+def test_6_7_reconcile_conditions_with_complete_and_failed(  # noqa: PLR0917 - fixtures and parameters
+    trainer: Any,
+    client: Client,
+    namespace: str,
+    eventually: Eventually,
+    jobset_condition_: dict[str, Any],
+    node: tuple[str, int, int, int, int, int],
+    expected: tuple[str, str, str, str],
+) -> None:
+    status = jobs_status(("dataset-initializer", 0, 1, 0, 0, 0), ("model-initializer", 0, 1, 0, 0, 0), node)
+    _run_to(
+        client, namespace, eventually, {"conditions": [jobset_condition_], "replicatedJobsStatus": status}
+    )
+
+    def finished() -> None:
+        got = get(client, TRAINJOB, "alpha", namespace)
+        assert conditions(got) == [("Suspended", "False", "Resumed", "TrainJob is resumed"), expected]
         assert got["status"]["jobsStatus"] == status
 
-    eventually(failed, timeout=20)
+    eventually(finished, timeout=20)
+
+
+_POLICIES = {
+    "mpi": {"mpi": {"numProcPerNode": 1}},
+    "jax": {"jax": {}},
+    "xgboost": {"xgboost": {}},
+    "flux": {"flux": {"numProcPerNode": 1}},
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "jobset_condition_", "expected"),
+    [
+        (policy, condition_, expected)
+        for policy in _POLICIES
+        for condition_, expected in (
+            (COMPLETED, ("Complete", "True", "AllJobsCompleted", "jobset completed successfully")),
+            (FAILED, ("Failed", "True", "FailedJobs", "jobset failed due to one or more job failures")),
+        )
+    ],
+    ids=[
+        f"{number}-{policy}-{outcome}"
+        for policy, numbers in zip(_POLICIES, ((11, 12), (18, 19), (21, 22), (24, 25)), strict=True)
+        for number, outcome in zip(numbers, ("complete", "failed"), strict=True)
+    ],
+)
+def test_11_12_18_19_21_22_24_25_conditions_follow_the_jobset_for_every_ml_policy(  # noqa: PLR0917 - fixtures
+    trainer: Any,
+    client: Client,
+    namespace: str,
+    eventually: Eventually,
+    policy: str,
+    jobset_condition_: dict[str, Any],
+    expected: tuple[str, str, str, str],
+) -> None:
+    node = job("node", container(image="test:runtime", resources=REQUESTS), ancestor="trainer")
+    _create(client, runtime(namespace, "alpha", node, ml_policy={"numNodes": 1, **_POLICIES[policy]}))
+    _create(client, trainjob(namespace, "alpha", "alpha", trainer={"numNodes": 1}))
+    eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=20)
+    status = jobs_status(("node", 0, 1, 0, 0, 0))
+    set_jobset_status(
+        client, namespace, "alpha", {"conditions": [jobset_condition_], "replicatedJobsStatus": status}
+    )
+
+    def finished() -> None:
+        got = get(client, TRAINJOB, "alpha", namespace)
+        assert conditions(got) == [expected]
+        assert got["status"]["jobsStatus"] == status
+
+    eventually(finished, timeout=20)
 
 
 def test_8_synchronize_jobs_status_from_jobset(
