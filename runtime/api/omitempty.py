@@ -30,9 +30,13 @@ from __future__ import annotations
 
 import functools
 import typing
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
-__all__ = ["omit_empty"]
+from runtime.api.core import JobSetSpec
+from runtime.resources import InvalidQuantityError, Quantity
+
+__all__ = ["go_round_trip_jobset_spec", "omit_empty"]
 
 
 def omit_empty(value: Any, hint: Any) -> Any:
@@ -88,3 +92,103 @@ def _is_map(hint: Any) -> bool:
     """A `dict[str, V]` with a known `V` is a Go map; `dict[str, Any]` is an opaque struct."""
     bare = _bare(hint)
     return typing.get_origin(bare) is dict and typing.get_args(bare)[1] is not Any
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A JobSet spec as Go writes it (Go `apply.FromTypedObjWithFields` of a `jobsetv1alpha2.JobSetSpec`)
+
+
+def go_round_trip_jobset_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A runtime's JobSet spec as upstream writes it, after decoding it into `jobsetv1alpha2.JobSetSpec`.
+
+    `omit_empty` by the `JobSetSpec` type, then the two things `encoding/json` adds on the way back,
+    listed from the Go types of jobset v0.12 and k8s.io/api (a reflection walk of `JobSetSpec`):
+    - a non-pointer struct field is never omitted, so an absent one comes back `{}`: the job and pod
+      templates (`template`, `metadata`, `spec` at both levels), every container's `resources`, an
+      ephemeral volume's claim template `metadata`, `spec` and `spec.resources`, and a volume claim
+      policy template's `metadata`, `spec`, `spec.resources` and `status`;
+    - every quantity is written as Go's `Quantity` writes it (`runtime.resources`): resource lists of
+      containers, pods (`overhead`, `resources`) and claim templates, `emptyDir.sizeLimit`, and the
+      `resourceFieldRef.divisor` of env vars and downward API items, a non-pointer field that comes back
+      `"0"` when absent.
+    A quantity that does not parse is left as written (it is reported where it is read, such as
+    `runtime.resources.pod_requests`), and so is any value of an unexpected type: this never raises.
+    """
+    written = omit_empty(dict(spec), JobSetSpec)
+    for rjob in _dicts(written.get("replicatedJobs")):
+        job_template = _struct(rjob, "template")
+        _struct(job_template, "metadata")
+        pod_template = _struct(_struct(job_template, "spec"), "template")
+        _struct(pod_template, "metadata")
+        _pod_spec(_struct(pod_template, "spec"))
+    for policy in _dicts(written.get("volumeClaimPolicies")):
+        for claim in _dicts(policy.get("templates")):
+            _claim_template(claim)
+            _struct(claim, "status")
+    return cast(dict[str, Any], written)
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _struct(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """`parent[key]`, set to `{}` when absent (a Go struct); a detached `{}` when it is not an object."""
+    value = parent.setdefault(key, {})
+    return value if isinstance(value, dict) else {}
+
+
+def _quantity(value: Any) -> Any:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        try:
+            return str(Quantity.parse(value))
+        except InvalidQuantityError:
+            pass
+    return value
+
+
+def _resource_lists(requirements: dict[str, Any]) -> None:
+    for key in ("limits", "requests"):
+        resources = requirements.get(key)
+        if isinstance(resources, dict):
+            requirements[key] = {name: _quantity(q) for name, q in resources.items()}
+
+
+def _divisor(selector: Any) -> None:
+    if isinstance(selector, dict):
+        selector["divisor"] = _quantity(selector.get("divisor", "0"))
+
+
+def _downward_api(source: Any) -> None:
+    for item in _dicts(source.get("items")) if isinstance(source, dict) else ():
+        _divisor(item.get("resourceFieldRef"))
+
+
+def _claim_template(claim: dict[str, Any]) -> None:
+    _struct(claim, "metadata")
+    _resource_lists(_struct(_struct(claim, "spec"), "resources"))
+
+
+def _pod_spec(pod_spec: dict[str, Any]) -> None:
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        for container in _dicts(pod_spec.get(key)):
+            _resource_lists(_struct(container, "resources"))
+            for env in _dicts(container.get("env")):
+                value_from = env.get("valueFrom")
+                if isinstance(value_from, dict):
+                    _divisor(value_from.get("resourceFieldRef"))
+    for volume in _dicts(pod_spec.get("volumes")):
+        empty_dir = volume.get("emptyDir")
+        if isinstance(empty_dir, dict) and "sizeLimit" in empty_dir:
+            empty_dir["sizeLimit"] = _quantity(empty_dir["sizeLimit"])
+        _downward_api(volume.get("downwardAPI"))
+        projected = volume.get("projected")
+        for source in _dicts(projected.get("sources")) if isinstance(projected, dict) else ():
+            _downward_api(source.get("downwardAPI"))
+        ephemeral = volume.get("ephemeral")
+        if isinstance(ephemeral, dict) and isinstance(ephemeral.get("volumeClaimTemplate"), dict):
+            _claim_template(ephemeral["volumeClaimTemplate"])
+    if isinstance(pod_spec.get("overhead"), dict):
+        pod_spec["overhead"] = {name: _quantity(q) for name, q in pod_spec["overhead"].items()}
+    if isinstance(pod_spec.get("resources"), dict):
+        _resource_lists(pod_spec["resources"])

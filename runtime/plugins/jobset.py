@@ -40,7 +40,7 @@ from typing import Any, cast
 import orjson
 
 from runtime.api import constants
-from runtime.api.omitempty import omit_empty
+from runtime.api.omitempty import go_round_trip_jobset_spec, omit_empty
 from runtime.api.v1alpha1 import RuntimePatch, TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
 from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
@@ -175,6 +175,30 @@ def _initializer_overrides(rjob: dict[str, Any], step: str, source: Mapping[str,
             obj.setdefault("envFrom", []).append({"secretRef": {"name": secret_ref.get("name", "")}})
 
 
+def _as_go_writes_it(spec: dict[str, Any], runtime_template: Mapping[str, Any]) -> dict[str, Any]:
+    """The rendered spec in the shape upstream's JobSet apply configuration has on the wire.
+
+    Upstream decodes the runtime template into Go types before any plugin runs, so every container of
+    the template comes back with `resources: {}`, every job and pod template with `metadata: {}`, and
+    every quantity as Go writes it (`go_round_trip_jobset_spec`). Init containers a plugin appends (Flux's
+    installer) are built as apply configurations instead and have no `resources` there, so they get none
+    here: those are the init containers the runtime does not name (a runtime patch cannot add one).
+    """
+    runtime_names = _containers_by_job(runtime_template)
+    appended: set[tuple[int, int]] = set()
+    for job_index, rjob in enumerate(as_list(spec.get("replicatedJobs"))):
+        names = runtime_names.get(str(as_dict(rjob).get("name")), set())
+        for index, obj in enumerate(as_list(replicated_job_pod_spec(rjob).get("initContainers"))):
+            if isinstance(obj, dict) and "resources" not in obj and obj.get("name") not in names:
+                appended.add((job_index, index))
+    written = go_round_trip_jobset_spec(spec)
+    for job_index, rjob in enumerate(as_list(written.get("replicatedJobs"))):
+        for index, obj in enumerate(as_list(replicated_job_pod_spec(rjob).get("initContainers"))):
+            if (job_index, index) in appended and isinstance(obj, dict) and obj.get("resources") == {}:
+                del obj["resources"]
+    return written
+
+
 def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
     """The JobSet apply body for the TrainJob, rendered from `info` (which it does not modify)."""
     view = TrainJobView(trainjob)
@@ -223,6 +247,7 @@ def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
         spec["suspend"] = view.spec["suspend"]
     else:
         spec.pop("suspend", None)
+    spec = _as_go_writes_it(spec, info.runtime_template)
     metadata: dict[str, Any] = {"name": view.name, "namespace": view.namespace}
     if info.labels:
         metadata["labels"] = dict(info.labels)

@@ -94,13 +94,18 @@ def test_the_worked_example_builds_the_snapshot_then_the_jobset(make: Make) -> N
                             "parallelism": 2,
                             "completions": 2,
                             "template": {
+                                "metadata": {},  # Go writes empty structs (docs/compatibility.md)
                                 "spec": {
                                     "containers": [
                                         {
                                             "name": "node",
                                             "image": "X",
                                             "command": ["torchrun", "train.py"],
-                                            "resources": {"requests": gpu, "limits": gpu},
+                                            # quantities as Go writes them: strings
+                                            "resources": {
+                                                "requests": {"nvidia.com/gpu": "1"},
+                                                "limits": {"nvidia.com/gpu": "1"},
+                                            },
                                             "env": [
                                                 make.env("PET_NNODES", "2"),
                                                 make.env("PET_NPROC_PER_NODE", "auto"),
@@ -111,7 +116,7 @@ def test_the_worked_example_builds_the_snapshot_then_the_jobset(make: Make) -> N
                                             "ports": [{"containerPort": 29500}],
                                         }
                                     ]
-                                }
+                                },
                             },
                         },
                     },

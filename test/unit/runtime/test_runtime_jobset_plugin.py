@@ -173,6 +173,7 @@ def test_initializer_env_storage_uri_and_secret_ref(make: Make) -> None:
                 make.env("STORAGE_URI", "hf://my-org/my-dataset"),
                 make.env("CUSTOM_FROM_USER", "user-value"),
             ],
+            "resources": {},  # Go writes the empty struct
         }
     ]
     assert _pod(jobset, "model")["spec"]["containers"] == [
@@ -180,6 +181,7 @@ def test_initializer_env_storage_uri_and_secret_ref(make: Make) -> None:
             "name": "model-initializer",
             "env": [make.env("STORAGE_URI", "hf://my-org/my-model")],
             "envFrom": [{"secretRef": {"name": "model-secret"}}],
+            "resources": {},
         }
     ]
 
@@ -198,7 +200,7 @@ def test_initializer_jobs_without_an_initializer_spec_only_get_one_replica(make:
     ]
     jobset = render_jobset(_info(make, make.trainjob(), jobs), make.trainjob())
     assert _job(jobset, "data")["replicas"] == 1
-    assert _pod(jobset, "data")["spec"]["containers"] == [{"name": "dataset-initializer"}]
+    assert _pod(jobset, "data")["spec"]["containers"] == [{"name": "dataset-initializer", "resources": {}}]
     assert _job(jobset, "other")["replicas"] == 3
 
 
@@ -230,8 +232,9 @@ def test_trainer_image_command_args_and_env(make: Make) -> None:
             "command": ["trainjob"],
             "args": ["trainjob"],
             "env": [make.env("TRAIN_JOB", "override"), make.env("TRAIN_JOB_CUSTOM", "x")],
+            "resources": {},
         },
-        {"name": "sidecar"},
+        {"name": "sidecar", "resources": {}},
     ]
 
 
@@ -244,7 +247,7 @@ def test_without_spec_trainer_the_trainer_job_keeps_the_runtime_container(make: 
     ]
     jobset = render_jobset(_info(make, make.trainjob(), jobs), make.trainjob())
     assert (_job(jobset, "node")["replicas"], _job(jobset, "aux")["replicas"]) == (1, 4)
-    assert _pod(jobset, "node")["spec"]["containers"] == [{"name": "node", "image": "rt"}]
+    assert _pod(jobset, "node")["spec"]["containers"] == [{"name": "node", "image": "rt", "resources": {}}]
 
 
 def test_mpi_launcher_as_node_gives_the_node_job_the_trainer_env(make: Make) -> None:
@@ -258,9 +261,11 @@ def test_mpi_launcher_as_node_gives_the_node_job_the_trainer_env(make: Make) -> 
     info = _info(make, trainjob, jobs, ml_policy={"mpi": {"runLauncherAsNode": True}})
     jobset = render_jobset(info, trainjob)
     assert _pod(jobset, "launcher")["spec"]["containers"] == [
-        {"name": "node", "image": "img", "env": [make.env("A", "1")]}
+        {"name": "node", "image": "img", "env": [make.env("A", "1")], "resources": {}}
     ]
-    assert _pod(jobset, "node")["spec"]["containers"] == [{"name": "node", "env": [make.env("A", "1")]}]
+    assert _pod(jobset, "node")["spec"]["containers"] == [
+        {"name": "node", "env": [make.env("A", "1")], "resources": {}}
+    ]
 
 
 def test_scheduler_labels_and_annotations_reach_every_pod_template(make: Make) -> None:
