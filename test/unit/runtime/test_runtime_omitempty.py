@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from runtime.api.core import ResourceRequirements
-from runtime.api.omitempty import omit_empty
+from runtime.api.omitempty import go_round_trip_jobset_spec, omit_empty
 from runtime.api.v1alpha1 import JobSetSpecPatch, RuntimePatch
 from runtime.framework import MemoryReader
 from runtime.info import build_info
@@ -211,3 +211,125 @@ def test_an_empty_struct_in_a_runtime_patch_is_a_change_and_an_empty_map_is_not(
         "spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the TrainJob is suspended "
         "before or after the update"
     ]
+
+
+# -- go_round_trip_jobset_spec: the JobSet spec as upstream writes it ---------------------------------------
+# Expected values were produced by Go: json.Unmarshal into jobsetv1alpha2.JobSetSpec (jobset v0.12.0), then
+# upstream's apply.FromTypedObjWithFields (DefaultUnstructuredConverter, apimachinery v0.36.3), then
+# json.Marshal of the JobSetSpecApplyConfiguration.
+
+
+def test_go_writes_empty_structs_for_templates_and_container_resources() -> None:
+    spec = {
+        "replicatedJobs": [
+            {"name": "x", "template": {}},
+            _pod_patch(containers=[{"name": "a"}])["replicatedJobs"][0],
+        ]
+    }
+    written = go_round_trip_jobset_spec(spec)
+    assert written["replicatedJobs"][0]["template"] == {
+        "metadata": {},
+        "spec": {"template": {"metadata": {}, "spec": {}}},
+    }
+    assert written["replicatedJobs"][1]["template"]["metadata"] == {}
+    pod = written["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    assert pod["containers"] == [{"name": "a", "resources": {}}]
+    assert spec["replicatedJobs"][0]["template"] == {}  # the input is not modified
+
+
+def test_go_writes_every_quantity_of_the_pod_template_as_its_quantity_type_does() -> None:
+    pod = _pod_patch(
+        overhead={"cpu": "1.5"},
+        resources={"limits": {"memory": "2048Mi"}},
+        containers=[
+            {
+                "name": "node",
+                "resources": {
+                    "limits": {"cpu": "+1", "memory": "1.5Gi", "nvidia.com/gpu": 2, "x": 1.5},
+                    "requests": {},
+                },
+                "env": [
+                    {
+                        "name": "A",
+                        "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1000m"}},
+                    },
+                    {"name": "B", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+                ],
+            }
+        ],
+        initContainers=[{"name": "i"}],
+        volumes=[
+            {"name": "v", "emptyDir": {"sizeLimit": "1000Mi"}},
+            {"name": "w", "emptyDir": {}},
+            {
+                "name": "d",
+                "downwardAPI": {"items": [{"path": "p", "resourceFieldRef": {"resource": "limits.cpu"}}]},
+            },
+            {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+        ],
+        nodeSelector={},
+        tolerations=[],
+    )
+    written = _pod(go_round_trip_jobset_spec(pod))
+    assert written["overhead"] == {"cpu": "1500m"}
+    assert written["resources"] == {"limits": {"memory": "2Gi"}}
+    node = written["containers"][0]
+    # "+1" is kept as written (Go's parser keeps text it finds canonical); numbers become strings.
+    assert node["resources"] == {
+        "limits": {"cpu": "+1", "memory": "1536Mi", "nvidia.com/gpu": "2", "x": "1500m"}
+    }
+    assert [e["valueFrom"]["resourceFieldRef"]["divisor"] for e in node["env"]] == ["1", "0"]
+    assert written["initContainers"] == [{"name": "i", "resources": {}}]
+    assert written["volumes"][0]["emptyDir"] == {"sizeLimit": "1000Mi"}
+    assert written["volumes"][1]["emptyDir"] == {}
+    assert written["volumes"][2]["downwardAPI"]["items"][0]["resourceFieldRef"]["divisor"] == "0"
+    assert written["volumes"][3]["ephemeral"]["volumeClaimTemplate"] == {
+        "metadata": {},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {}},
+    }
+    assert "nodeSelector" not in written and "tolerations" not in written
+
+
+def test_go_writes_a_volume_claim_policy_template_with_an_empty_status() -> None:
+    spec = {
+        "volumeClaimPolicies": [{"templates": [{"spec": {"resources": {"requests": {"storage": "1.5Gi"}}}}]}]
+    }
+    assert go_round_trip_jobset_spec(spec)["volumeClaimPolicies"][0]["templates"] == [
+        {"metadata": {}, "spec": {"resources": {"requests": {"storage": "1536Mi"}}}, "status": {}}
+    ]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"replicatedJobs": "nope"},
+        {"replicatedJobs": [None, 3, {"template": []}]},
+        _pod_patch(
+            containers="nope",
+            volumes=[{"emptyDir": "x"}, {"downwardAPI": {"items": [{"resourceFieldRef": 1}]}}],
+        ),
+    ],
+)
+def test_odd_input_never_raises(spec: dict[str, Any]) -> None:
+    assert isinstance(go_round_trip_jobset_spec(spec), dict)
+
+
+def test_a_value_that_is_not_a_quantity_is_left_as_written() -> None:
+    # Reported where it is read (pod_requests, the plugins), not here.
+    limits = {"cpu": "lots", "gpu": True, "m": "1e999"}
+    spec = _pod_patch(containers=[{"name": "a", "resources": {"limits": limits}}])
+    assert _pod(go_round_trip_jobset_spec(spec))["containers"][0]["resources"]["limits"] == limits
+
+
+def test_an_init_container_a_plugin_appends_gets_no_resources(make: Make) -> None:
+    # Upstream appends plugin init containers (Flux's installer) as apply configurations after the typed
+    # round trip, so they have no `resources: {}`; the runtime's own init containers do.
+    jobs = [make.job("node", ancestor="trainer", containers=[make.container("node")])]
+    jobs[0]["template"]["spec"]["template"]["spec"]["initContainers"] = [{"name": "setup"}]
+    trainjob = make.trainjob()
+    info = build_info(trainjob, make.runtime_spec(*jobs))
+    info.pod_sets[0].add_init_container("installer")
+    jobset = JobSet().build(info, trainjob, MemoryReader([]))[0]
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["initContainers"] == [{"name": "setup", "resources": {}}, {"name": "installer"}]
+    assert pod["containers"][0]["resources"] == {}
