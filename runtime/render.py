@@ -15,7 +15,8 @@ What it does, in order:
    `--operator-namespace`). Any path may be `-` (stdin), a FIFO or a process substitution. YAML is read
    as kubectl reads it (`runtime.kubeyaml`: go-yaml v2's resolver, Go's JSON conversion, its limit on
    alias expansion), so `1e1` is 10 and `1:30` a string.
-2. Checks each TrainJob and runtime as the API server does on create, and applies the schema defaults
+2. Checks each TrainJob and runtime as the API server does on create (for runtimes, also their validating
+   webhooks' replicated-job rules, `runtime.core.runtime_rules`), and applies the schema defaults
    (`runtime.schema.SchemaChecker`: names, the structural schema, the CRD's CEL rules; CRDs from
    `--crd-dir`, default those shipped in this package). Unknown fields are errors, as with kubectl's strict
    field validation. An object larger than etcd stores (1.5 MiB as JSON) gets a warning.
@@ -60,6 +61,7 @@ from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView
 from runtime.core import RuntimeRegistry
+from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
 from runtime.echo import ECHO_LIMIT, elide
 from runtime.framework import (
     FieldError,
@@ -390,6 +392,14 @@ def _render(
     objects: dict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = {}
     for runtime_document in runtimes:
         runtime = _checked(runtime_document, options.schemas, warnings)
+        admission = (
+            validate_training_runtime(runtime)
+            if runtime_document.kind == constants.TRAINING_RUNTIME_KIND
+            else validate_cluster_training_runtime(runtime)
+        )
+        if admission.errors:
+            raise RenderError(f"{runtime_document.describe()} is invalid", [str(e) for e in admission.errors])
+        warnings.extend(admission.warnings)
         if runtime_document.kind == constants.TRAINING_RUNTIME_KIND:
             runtime["metadata"].setdefault("namespace", metadata["namespace"])
         key = _key(runtime)

@@ -180,6 +180,19 @@ def test_an_invalid_runtime_is_reported_with_its_file(tmp_path: Path) -> None:
     )
 
 
+def test_a_runtime_the_runtime_webhook_refuses_is_reported_with_its_file(tmp_path: Path) -> None:
+    text = (RUNTIMES / "torch-distributed.yaml").read_text()
+    container = "                    - name: node\n"  # the trainer's container, not its replicated job
+    assert container in text
+    runtime = _write(tmp_path, text.replace(container, container.replace("node", "main")), "bad.yaml")
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", runtime)
+    assert code == 2
+    assert err.startswith(
+        f'trainer-render: ClusterTrainingRuntime "torch-distributed" ({runtime}) is invalid\n'
+    )
+    assert err.rstrip().endswith("must contain the required container for the ancestor: trainer")
+
+
 def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> None:
     runtime = _write(
         tmp_path,
