@@ -52,11 +52,11 @@ Guarantees:
   with the relevant log tail; the command line prints them, and failed API requests, without a traceback.
 
 Deliberately missing: containers (images are never pulled, commands never run; pod status is whatever the
-stages write), kube-proxy, CNI, cluster DNS, Services that route, metrics-server, container logs, and
-JobSet's metrics endpoint. Leader election for JobSet is off: there is exactly one replica. Linux only for
-the leftover-process sweep (it reads ``/proc``); elsewhere ``down`` relies on kwokctl and the JobSet pid.
-The manager runs with the admin kubeconfig and without its admission webhooks (they come with the
-installable manifests).
+stages write), kube-proxy, CNI, cluster DNS, Services that route, metrics-server, and JobSet's metrics
+endpoint; every container's log is the same fixed text (:data:`CONTAINER_LOG_LINES`). Leader election for
+JobSet is off: there is exactly one replica. Linux only for the leftover-process sweep (it reads
+``/proc``); elsewhere ``down`` relies on kwokctl and the JobSet pid. The manager runs with the admin
+kubeconfig and without its admission webhooks (they come with the installable manifests).
 """
 
 from __future__ import annotations
@@ -575,6 +575,33 @@ def stages(options: ClusterOptions) -> list[dict[str, Any]]:
     return out
 
 
+CONTAINER_LOG_LINES = (
+    "kwok: no container runs on a kwok node; kwok-controller serves this file as every container's log",
+    "kwok: (hack/cluster.py writes it and the ClusterLogs object that names it)",
+)
+"""What ``pods/log`` returns for every container of every pod (kubectl logs, the Kubeflow SDK)."""
+
+
+def container_logs(directory: Path) -> dict[str, Any]:
+    """Write the container log file into ``directory`` and return the ClusterLogs object that serves it.
+
+    kwok-controller answers the kubelet's ``containerLogs`` endpoint from a file named by a ``ClusterLogs``
+    (kwok ``pkg/kwok/server/debugging_logs.go``), read as a CRI log (``<RFC 3339 time> stdout F <line>``).
+    kube-apiserver reaches it through the node's kubelet endpoint, 127.0.0.1 and kwok-controller's port
+    (hack/kwok/kwokctl.yaml makes it dial the InternalIP).
+    """
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+    log = directory / "container.log"
+    log.write_text("".join(f"{stamp} stdout F {line}\n" for line in CONTAINER_LOG_LINES))
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "container-logs"},
+        # No selector and no container names: every container of every pod.
+        "spec": {"logs": [{"logsFile": str(log)}]},
+    }
+
+
 class _BlockStrings(yaml.SafeDumper):
     """Dump multi-line strings (stage templates) as literal blocks, so the rendered file stays readable."""
 
@@ -982,6 +1009,7 @@ def _up(options: ClusterOptions, binaries: Binaries, started: float) -> ClusterS
     configs = [
         _write_yaml(directory / "kwokctl.yaml", [kwokctl_configuration(binaries)]),
         _write_yaml(directory / "stages.yaml", stages(options)),
+        _write_yaml(directory / "logs.yaml", [container_logs(directory)]),
     ]
     check_no_downloads(binaries, name, configs)
     module_dir, crd = jobset_manifests()  # fail before starting anything if the manifests are unreadable
@@ -1699,6 +1727,7 @@ if __name__ == "__main__":
 
 
 __all__ = [
+    "CONTAINER_LOG_LINES",
     "DEFAULT_NAME",
     "FAIL_LABEL",
     "JOBSET_NAME_LABEL",
