@@ -16,14 +16,15 @@ Guarantees:
   ``status.audiences``: an authenticator that ignores audiences answers with none, and the token was then
   only checked against the API server's own audience (the TokenReview contract says to refuse it). The API
   server checks the signature, the expiry, the audience, and that the object the token is bound to (a Pod,
-  a Secret) still exists, so a token of a deleted Pod stops working at once.
+  a Secret) still exists, so a token of a deleted Pod stops working (within the API server's own token
+  cache, 10 s).
 - A review that cannot be made (the API server unreachable, throttled, or refusing the caller RBAC on
   ``tokenreviews``) raises :class:`AuthenticationError`, never an answer of "not authenticated": the caller
   tells a server failure from a bad token. Its message names the HTTP status and reason only.
 - **The token is never logged** and never part of an exception message or ``repr``.
 - :meth:`UserInfo.service_account` reads ``system:serviceaccount:<namespace>:<name>``.
 
-Deliberately missing: a cache of reviews (every call is a request: revocation is immediate, and a client
+Deliberately missing: a cache of reviews (every call is a request, and a client
 has a token bucket per resource, so reviews do not slow the caller's other writes), the
 SubjectAccessReview half of controller-runtime's filter (a caller that needs authorization decides it from
 the :class:`UserInfo`), and local JWT verification (upstream's status server verifies the token itself
