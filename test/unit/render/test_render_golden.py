@@ -52,7 +52,7 @@ EXTRA_CASES = {
     "torchtune-llama3.2-1b": ("initializers", "tune-run", "tune-run-multinode"),
     "torchtune-llama3.2-3b": ("initializers", "tune-run"),
     "torchtune-qwen2.5-1.5b": ("initializers", "tune-run"),
-    "torch-coscheduling": ("initializers",),
+    "torch-coscheduling": ("initializers", "quantities"),
     "torch-distributed": ("initializers", "schema-errors"),
     "deepspeed-distributed": ("reserved-env",),
     "xgboost-distributed": ("reserved-env",),
@@ -227,7 +227,11 @@ def _mpi_facts(*, launcher_first: bool, node_gets_trainer_env: bool) -> dict[str
 
 NODE_ENV_FACTS: dict[str, dict[str, dict[str, list[tuple[str, Any]]]]] = {
     "torch-distributed": _torch_facts("auto", "1"),
-    "torch-coscheduling": {**_torch_facts("auto", "4"), "initializers": {"node": _pet(2, "auto")}},
+    "torch-coscheduling": {
+        **_torch_facts("auto", "4"),
+        "initializers": {"node": _pet(2, "auto")},
+        "quantities": {"node": _pet(2, "auto")},  # 2 GPUs per node, no trainer env
+    },
     "torchtune-llama3.2-1b": _torchtune_facts(),
     "torchtune-llama3.2-3b": _torchtune_facts(),
     "torchtune-qwen2.5-1.5b": _torchtune_facts(),
@@ -290,3 +294,41 @@ def test_every_env_fact_belongs_to_a_case() -> None:
     cases = {(c.runtime, c.trainjob) for c in CASES}
     facts = {(runtime, trainjob) for runtime, table in NODE_ENV_FACTS.items() for trainjob in table}
     assert facts - cases == set()
+
+
+def _documents(runtime: str, trainjob: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((RENDERED / runtime / f"{trainjob}.yaml").read_text()) if d]
+
+
+def _pod_specs(jobset: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {j["name"]: j["template"]["spec"]["template"] for j in jobset["spec"]["replicatedJobs"]}
+
+
+def test_golden_objects_are_written_as_upstream_writes_them() -> None:
+    # docs/compatibility.md, "Objects as written": quantities as Go's Quantity writes them (strings,
+    # canonical), and `{}` for the Go structs upstream's typed round trip never omits.
+    documents = _documents("torch-coscheduling", "quantities")
+    jobset = next(d for d in documents if d["kind"] == "JobSet")
+    node = next(c for c in _pod_specs(jobset)["node"]["spec"]["containers"] if c["name"] == "node")
+    assert node["resources"] == {
+        "requests": {"cpu": "1500m", "memory": "1536Mi", "nvidia.com/gpu": "2"},
+        "limits": {"memory": "1536Mi", "nvidia.com/gpu": "2"},
+    }
+    pod_group = next(d for d in documents if d["kind"] == "PodGroup")
+    assert all(isinstance(q, str) for q in pod_group["spec"]["minResources"].values())
+
+    templates = _pod_specs(
+        next(d for d in _documents("torch-distributed", "minimal") if d["kind"] == "JobSet")
+    )
+    assert templates["node"]["metadata"] == {}
+
+    tune = next(d for d in _documents("torchtune-llama3.2-1b", "minimal") if d["kind"] == "JobSet")
+    initializer = _pod_specs(tune)["dataset-initializer"]["spec"]["containers"][0]
+    assert initializer["resources"] == {}
+    assert tune["spec"]["volumeClaimPolicies"][0]["templates"][0]["status"] == {}
+    trainer = next(c for c in _pod_specs(tune)["node"]["spec"]["containers"] if c["name"] == "node")
+    assert trainer["resources"]["limits"] == {"nvidia.com/gpu": "2"}  # the runtime writes the integer 2
+
+    flux = next(d for d in _documents("flux-distributed", "minimal") if d["kind"] == "JobSet")
+    installer = _pod_specs(flux)["node"]["spec"]["initContainers"][0]
+    assert "resources" not in installer  # appended by the plugin, after upstream's typed round trip
