@@ -447,8 +447,8 @@ def test_a_whole_float_fails_the_cel_rules_of_its_field_as_the_servers_cel_canno
 
     _, errors = _check(runtime(2.0))
     assert errors == [
-        'spec.mlPolicy.flux.numProcPerNode: Invalid value: "integer": invalid data, expected int, got float64 '
-        "evaluating rule: NumProcPerNode in fluxPolicy must be >= 1"
+        'spec.mlPolicy.flux.numProcPerNode: Invalid value: "integer": invalid data, expected int, '
+        "got float64 evaluating rule: NumProcPerNode in fluxPolicy must be >= 1"
     ]
     assert _check(runtime(2))[1] == []
     # A TrainJob's numProcPerNode has no rule (as upstream v2.3.0): 2.0 is taken as 2.
