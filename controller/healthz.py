@@ -24,8 +24,14 @@ Guarantees:
   read timeout (32 s) or at once when the server stops, so an idle or half-open connection can neither pile
   up threads nor hold up a shutdown.
 
-Deliberately missing: TLS and authentication (bind loopback or the Pod IP), HEAD and other methods (405),
-and the ``livez`` family.
+- With ``tls_context`` (a function returning the current :class:`ssl.SSLContext`, e.g.
+  :meth:`controller.certwatcher.CertWatcher.context`), :class:`Server` serves HTTPS: the context is asked
+  for on every connection, so rotated certificates are served from the next connection on, and the TLS
+  handshake runs on the connection's own thread under the read timeout. Before a certificate exists
+  (the function raises), connections are closed after accept.
+
+Deliberately missing: authentication here (:mod:`controller.metricsauth` wraps an app), HEAD and other
+methods (405), and the ``livez`` family.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -218,10 +225,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], app: App, name: str, read_timeout: float) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        app: App,
+        name: str,
+        read_timeout: float,
+        tls_context: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
         self.app = app
         self.name = name
         self.read_timeout = read_timeout
+        self.tls_context = tls_context
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._requests_lock = threading.Lock()
         # Request threads not known to have finished, with their connections.
@@ -240,6 +255,41 @@ class _Server(ThreadingHTTPServer):
             self._requests = [(t, conn) for t, conn in self._requests if t.is_alive()]
             self._requests.append((thread, request))
         thread.start()
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls_context is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            context = self.tls_context()
+        except RuntimeError as exc:  # no certificate yet (CertificateNotReady)
+            _log.info("http.connection_refused", server=self.name, reason=str(exc))
+            return
+        request.settimeout(self.read_timeout)
+        try:
+            tls = context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        except (OSError, ssl.SSLError) as exc:
+            _log.debug("http.handshake_failed", server=self.name, error=str(exc))
+            return
+        # The plain socket is detached now: stop() must reach the TLS one, during the handshake too.
+        self._track(tls)
+        try:
+            tls.do_handshake()
+        except (OSError, ssl.SSLError) as exc:
+            _log.debug("http.handshake_failed", server=self.name, error=str(exc))
+            with contextlib.suppress(OSError):
+                tls.close()
+            return
+        try:
+            self.RequestHandlerClass(tls, client_address, self)  # type: ignore[arg-type]
+        finally:
+            with contextlib.suppress(OSError):
+                tls.close()
+
+    def _track(self, conn: socket.socket) -> None:
+        current = threading.current_thread()
+        with self._requests_lock:
+            self._requests = [(t, conn if t is current else c) for t, c in self._requests]
 
     def server_close(self) -> None:
         super().server_close()
@@ -268,12 +318,21 @@ class Server:
     """
 
     def __init__(
-        self, name: str, address: tuple[str, int], app: App, *, read_timeout: float = READ_TIMEOUT
+        self,
+        name: str,
+        address: tuple[str, int],
+        app: App,
+        *,
+        read_timeout: float = READ_TIMEOUT,
+        tls_context: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
+        """``tls_context``: serve HTTPS with the context it returns for each connection (see the module
+        doc); None serves plain HTTP."""
         self._name = name
         self._address = address
         self._app = app
         self._read_timeout = read_timeout
+        self._tls_context = tls_context
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -289,7 +348,7 @@ class Server:
         """Binds and starts serving; raises OSError if the address is taken."""
         if self._server is not None:
             raise RuntimeError(f"{self._name} server already started")
-        self._server = _Server(self._address, self._app, self._name, self._read_timeout)
+        self._server = _Server(self._address, self._app, self._name, self._read_timeout, self._tls_context)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -297,7 +356,12 @@ class Server:
             daemon=True,
         )
         self._thread.start()
-        _log.info("http.serving", server=self._name, address="{}:{}".format(*self.address))
+        _log.info(
+            "http.serving",
+            server=self._name,
+            address="{}:{}".format(*self.address),
+            scheme="https" if self._tls_context is not None else "http",
+        )
 
     def stop(self) -> None:
         """Stops accepting, joins the serving thread and every request thread. Idempotent.

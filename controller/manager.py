@@ -39,10 +39,15 @@ Guarantees:
   yourself otherwise).
 - Controller names are unique within a manager.
 
-Deliberately missing: webhooks (later), warm-up of controllers on standby replicas, ``Add`` after start
-(runnables must be added before :meth:`Manager.run`), pprof, TLS and authentication on the metrics
-endpoint (bind it to loopback, the default, or the Pod IP; never every interface unless
-``allow_all_interfaces``), and compression of metrics responses.
+The metrics endpoint is plain HTTP unless ``metrics_tls_context`` is given (HTTPS with the context it
+returns per connection, :class:`controller.certwatcher.CertWatcher`), and open to whoever reaches it unless
+``metrics_filter_provider`` wraps it (controller-runtime's ``FilterProvider``:
+:func:`controller.metricsauth.authentication_and_authorization`, built on the manager's client). Either
+way it binds loopback (the default) or an explicit address such as the Pod IP, never every interface
+unless ``allow_all_interfaces``.
+
+Deliberately missing: warm-up of controllers on standby replicas, ``Add`` after start (runnables must be
+added before :meth:`Manager.run`), pprof, and compression of metrics responses.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import os
 import select
 import signal
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -67,7 +73,7 @@ from controller.client import DEFAULT_BURST, DEFAULT_QPS, Client
 from controller.clock import REAL_CLOCK, Clock
 from controller.events import EventBroadcaster, EventRecorder
 from controller.gvk import GVK
-from controller.healthz import Checker, Handler, Response, Server, parse_bind_address
+from controller.healthz import App, Checker, Handler, Response, Server, parse_bind_address
 from controller.leaderelection import LeaderElector, LeaseClient, LeaseLock, new_identity
 
 __all__ = [
@@ -119,6 +125,10 @@ class ManagerOptions:
     Leader election: ``leader_election_id`` names the Lease, in ``leader_election_namespace`` (empty: the
     Pod's namespace from its service account); ``identity`` defaults to ``<hostname>_<uuid>``.
 
+    Metrics: ``metrics_tls_context`` serves HTTPS with the context it returns for each connection;
+    ``metrics_filter_provider`` is called with the manager's client and wraps the metrics app (an
+    authentication and authorization filter).
+
     ``qps``/``burst`` configure the client :meth:`Manager.from_kubeconfig` builds (each resource type gets
     its own token bucket); a client passed to :class:`Manager` keeps its own. ``by_object``,
     ``sync_period`` and ``gc_tuning`` configure the default cache (not one passed to :class:`Manager`).
@@ -126,6 +136,8 @@ class ManagerOptions:
 
     health_probe_bind_address: str = "127.0.0.1:8081"
     metrics_bind_address: str = "127.0.0.1:8080"
+    metrics_tls_context: Callable[[], ssl.SSLContext] | None = None
+    metrics_filter_provider: Callable[[Client], Callable[[App], App]] | None = None
     allow_all_interfaces: bool = False
     leader_election: bool = False
     leader_election_id: str = ""
@@ -374,7 +386,12 @@ class Manager:
             healthz = Handler(self._healthz, kind="healthz")
             readyz = Handler(self._readyz, kind="readyz")
         if self._metrics_address is not None:
-            self._servers["metrics"] = Server("metrics", self._metrics_address, _serve_metrics)
+            app: App = _serve_metrics
+            if self.options.metrics_filter_provider is not None:
+                app = self.options.metrics_filter_provider(self.client)(app)
+            self._servers["metrics"] = Server(
+                "metrics", self._metrics_address, app, tls_context=self.options.metrics_tls_context
+            )
         if self._health_address is not None:
             self._servers["health-probe"] = Server(
                 "health-probe", self._health_address, _probe_app(healthz, readyz)

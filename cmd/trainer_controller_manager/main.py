@@ -8,13 +8,16 @@ Start-up, in order:
    with ``--zap-devel``), the only place the process's logging is configured;
 2. the Configuration (``--config``, else upstream's defaults) with ``--feature-gates`` applied over its
    ``featureGates``; bind addresses and the Lease namespace resolved against the Pod (:mod:`.serving`);
-3. a log line for what the configuration names but this release does not serve yet (certificate
-   management, status server, HTTPS metrics);
+3. a log line for what the configuration names but this release does not serve yet (the status server);
 4. the API client with ``clientConnection.qps``/``burst`` (one token bucket per resource type, as
    controller-runtime), the runtime registry, the informer cache (with the list GC tactic switched on: an
    interpreter-wide setting that only the entry point may choose), the manager (leader election from
    ``leaderElection``; the Lease client's requests time out after ``max(renewDeadline / 2, 1 s)``), the
-   ``healthz`` (ping) and ``readyz`` (caches synced) checks, the Trainer's indexes and controllers
+   ``healthz`` (ping) and ``readyz`` (caches synced) checks, the certificates
+   (``controller.trainer.certificates``: the rotator writing into ``--webhook-cert-dir``, or with
+   ``certManagement.enable: false`` files provided by someone else; readiness check ``certificates``),
+   ``/metrics`` over HTTPS from the same directory when ``metrics.secureServing`` and behind
+   TokenReview/SubjectAccessReview when ``metrics.auth.enabled``, the Trainer's indexes and controllers
    (``controller.trainer.setup``), and the admission webhooks (``controller.trainer.webhooks``: HTTPS on
    ``webhook.host:webhook.port``, resolved as the other addresses, certificates from ``--webhook-cert-dir``,
    default ``/tmp/k8s-webhook-server/serving-certs``; readiness check ``webhook-server``);
@@ -30,10 +33,9 @@ Exit status (also in ``--help`` and ``docs/configuration.md``):
 ``3``   the leader election Lease was lost (``LeaderElectionLost``): restart to stand by again
 ======  =====================================================================================
 
-Deliberately missing (a later release): the certificate rotator, the status server, HTTPS and
-authentication on the metrics endpoint. ``readyz`` passes once the caches have synced and the webhook
-server has certificates and answers (upstream's waits for the certificates and the webhook server); until a
-rotator exists, something else must write the certificates into the cert dir.
+Deliberately missing (a later release): the status server. ``readyz`` passes once the caches have synced,
+the certificates are in place and the webhook server answers (upstream's waits for the certificates and
+the webhook server).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from controller.cache import Cache
 from controller.healthz import PING, Checker
 from controller.logging import configure as configure_logging
 from controller.manager import LeaderElectionLost, Manager, ManagerOptions
+from controller.trainer.certificates import metrics_serving, setup_certificates
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
 from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
 from controller.webhook import DEFAULT_CERT_DIR
@@ -124,8 +127,6 @@ def _announce(settings: Settings) -> None:
         webhook_bind_address=settings.serving.webhook_bind_address,
     )
     not_served = []
-    if config.cert_management.enable:
-        not_served.append("certificate management")
     if config.feature_gates.enabled(TRAIN_JOB_STATUS):
         not_served.append("status server")
     if not_served:
@@ -134,10 +135,11 @@ def _announce(settings: Settings) -> None:
             components=not_served,
             note="parsed and validated; served by a later release",
         )
-    if config.metrics.secure_serving and config.metrics.bind_address != "0":
+    metrics = config.metrics
+    if metrics.bind_address != "0" and metrics.auth_enabled and not metrics.secure_serving:
         _log.warning(
-            "setup.metrics_not_secure",
-            note="metrics.secureServing is true, but /metrics is served as plain HTTP in this release",
+            "setup.metrics_tokens_in_clear",
+            note="metrics.auth.enabled without metrics.secureServing: bearer tokens travel in clear",
         )
 
 
@@ -177,6 +179,7 @@ def build_manager(settings: Settings) -> Manager:
         registry = new_registry(config, operator_namespace=settings.serving.operator_namespace)
     qps, burst = client_rate_limit(config)
     election = config.leader_election if config.leader_election_enabled else None
+    cert_dir = settings.webhook_cert_dir or DEFAULT_CERT_DIR
     options = ManagerOptions(
         health_probe_bind_address=settings.serving.health_probe_bind_address,
         metrics_bind_address=settings.serving.metrics_bind_address,
@@ -190,10 +193,12 @@ def build_manager(settings: Settings) -> Manager:
         burst=burst,
         by_object=cache_by_object(registry),
         gc_tuning=True,  # the entry point's choice: interpreter-wide GC thresholds and freeze (see reflector)
+        **metrics_serving(config, cert_dir=cert_dir),
     )
     manager = Manager.from_kubeconfig(settings.kubeconfig, options=options)
     manager.add_healthz_check("healthz", PING)
     manager.add_readyz_check("readyz", caches_synced(manager.cache))
+    setup_certificates(manager, config, namespace=settings.serving.operator_namespace, cert_dir=cert_dir)
     controllers = setup_with_manager(
         manager, registry, group_kind_concurrency=config.controller.group_kind_concurrency
     )
@@ -203,7 +208,7 @@ def build_manager(settings: Settings) -> Manager:
         config,
         reader=controllers.reader,
         bind_address=settings.serving.webhook_bind_address or None,
-        cert_dir=settings.webhook_cert_dir or DEFAULT_CERT_DIR,
+        cert_dir=cert_dir,
     )
     return manager
 

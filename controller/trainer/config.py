@@ -32,8 +32,11 @@ Deliberate differences from upstream, each making a mistake visible at start-up 
 - ``metrics.bindAddress`` and ``health.healthProbeBindAddress`` must be ``host:port`` (or ``"0"``, off).
 - Feature gates in ``featureGates`` must exist (upstream fails the same way, a step later).
 
-Deliberately missing: the webhook server, certificate management, secure metrics, the status server and TLS
-are parsed and validated here but not served yet (the entry point says so when it starts).
+``metrics.auth.enabled`` is upstream's field from after v2.3.0 (default false): a v2.3.0 file has no
+``auth`` and decodes unchanged.
+
+Deliberately missing: serving anything; this module only decodes and validates (the entry point and
+``controller.trainer`` wire the servers).
 """
 
 from __future__ import annotations
@@ -127,7 +130,9 @@ class ControllerMetrics:
     bind_address: str = ":8443"
     """``host:port``; ``"0"`` turns the endpoint off; an empty host is resolved by the entry point."""
     secure_serving: bool = True
-    """HTTPS with the webhook certificates upstream; not implemented yet: served as plain HTTP."""
+    """HTTPS with the certificates of the webhook certificate directory."""
+    auth_enabled: bool = False
+    """``auth.enabled`` (upstream after v2.3.0): TokenReview and SubjectAccessReview on every scrape."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,6 +241,7 @@ class Configuration:
             "metrics": {
                 "bindAddress": self.metrics.bind_address,
                 "secureServing": self.metrics.secure_serving,
+                "auth": {"enabled": self.metrics.auth_enabled},
             },
             "health": {
                 "healthProbeBindAddress": self.health.health_probe_bind_address,
@@ -457,10 +463,13 @@ def _decode(document: Any) -> Configuration:
     s.done()
 
     s = root.section("metrics")
+    auth = s.section("auth")
     metrics = ControllerMetrics(
         bind_address=s.get("bindAddress", _string, "") or ":8443",
         secure_serving=s.get("secureServing", _bool, True),
+        auth_enabled=auth.get("enabled", _bool, False),
     )
+    auth.done()
     s.done()
 
     s = root.section("health")

@@ -112,10 +112,7 @@ def test_the_manager_gets_the_file_the_feature_gates_and_the_pods_addresses() ->
     assert run.settings.serving.health_probe_bind_address == "10.0.0.7:8081"
     assert run.settings.serving.leader_election_namespace == "kubeflow-system"
     assert run.settings.serving.webhook_bind_address == "10.0.0.7:9443"
-    assert run.event("setup.not_served_yet")["components"] == [
-        "certificate management",
-        "status server",
-    ]
+    assert run.event("setup.not_served_yet")["components"] == ["status server"]
 
 
 def test_without_a_file_the_defaults_run_without_leader_election_on_loopback() -> None:
@@ -126,7 +123,18 @@ def test_without_a_file_the_defaults_run_without_leader_election_on_loopback() -
     assert run.settings.serving.metrics_bind_address == "127.0.0.1:8443"
     loaded = run.event("setup.configuration_loaded")
     assert (loaded["qps"], loaded["burst"], loaded["leader_election"]) == (50.0, 100, False)
-    assert run.event("setup.metrics_not_secure")["level"] == "warning"
+    assert "setup.metrics_tokens_in_clear" not in run.events()  # HTTPS is served: nothing to warn about
+
+
+def test_metrics_auth_without_https_is_warned_about(tmp_path: Path) -> None:
+    path = tmp_path / "clear.yaml"
+    path.write_text(
+        "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\n"
+        "metrics: {secureServing: false, auth: {enabled: true}}\n"
+    )
+    run = Run([f"--config={path}"])
+    assert run.status == EXIT_OK
+    assert run.event("setup.metrics_tokens_in_clear")["level"] == "warning"
 
 
 def test_an_invalid_configuration_exits_2_naming_the_field_and_never_builds(tmp_path: Path) -> None:
