@@ -1,9 +1,14 @@
 """Fixtures for the Trainer controllers against the Tier 1 control plane (no JobSet controller, no GC).
 
 - ``trainer`` (module): the real manager, in this process, as production runs it: its own informers and
-  worker threads, leader election on (a Lease in ``default``), the shipped concurrency (TrainJob 5, runtimes
-  1), the Trainer's cache label selectors, health and metrics on free loopback ports. Stopped and joined at
-  the end of the module. Tests reach the TrainJob reconciler, the cache and the client through it.
+  worker threads, authenticated as its ServiceAccount with the shipped RBAC (``service_account_kubeconfig``),
+  leader election on (a Lease in ``kubeflow-system``, the manager's namespace), the shipped concurrency
+  (TrainJob 5, runtimes 1), the Trainer's cache label selectors, health and metrics on free loopback ports.
+  Stopped and joined at the end of the module. Tests reach the TrainJob reconciler, the cache and the client
+  through it; every suite that uses it thus also shows that the shipped roles are sufficient.
+- ``service_account_kubeconfig`` (module): the namespace ``kubeflow-system``, the ServiceAccount
+  ``kubeflow-trainer-controller-manager`` and its roles and bindings, taken from ``kubectl kustomize
+  config/default`` (the pinned kubectl), installed; a kubeconfig with a token from the TokenRequest API.
 - ``client`` (module): a separate admin client for the test's own reads and writes (as a user would).
 
 The object builders live in ``objects.py`` beside this file (tests load it with ``envtest.load_script``).
@@ -19,11 +24,12 @@ from pathlib import Path
 import pytest
 
 from controller.client import Client
-from controller.envtest import ControlPlane
+from controller.envtest import Binaries, ControlPlane, load_script
 from controller.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
 
 USER = "integration-test"
+_install = load_script(Path(__file__).resolve().parents[1] / "install_manifests.py", "_install_manifests")
 CONCURRENCY = {
     "TrainJob.trainer.kubeflow.org": 5,
     "TrainingRuntime.trainer.kubeflow.org": 1,
@@ -48,18 +54,29 @@ def client(kubeconfig: Path) -> Iterator[Client]:
 
 
 @pytest.fixture(scope="module")
-def trainer(control_plane: ControlPlane) -> Iterator[Trainer]:
+def service_account_kubeconfig(
+    control_plane: ControlPlane, client: Client, envtest_binaries: Binaries
+) -> Path:
+    kubectl = _install.kubectl_beside(envtest_binaries.kube_apiserver)
+    if not kubectl.is_file():
+        pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
+    objects = _install.kustomize_build(kubectl, _install.DEFAULT_OVERLAY)
+    return Path(_install.service_account_kubeconfig(control_plane, client, objects))
+
+
+@pytest.fixture(scope="module")
+def trainer(service_account_kubeconfig: Path) -> Iterator[Trainer]:
     registry = new_registry()
     options = ManagerOptions(
         leader_election=True,
         leader_election_id="trainer.kubeflow.org",
-        leader_election_namespace="default",
+        leader_election_namespace=_install.NAMESPACE,
         health_probe_bind_address="127.0.0.1:0",
         metrics_bind_address="127.0.0.1:0",
         by_object=cache_by_object(registry),
     )
     manager = Manager.from_kubeconfig(
-        str(control_plane.kubeconfig), options=options, user_agent="trainer-controller-manager"
+        str(service_account_kubeconfig), options=options, user_agent="trainer-controller-manager"
     )
     controllers = setup_with_manager(manager, registry, group_kind_concurrency=CONCURRENCY)
     failures: list[BaseException] = []
