@@ -242,7 +242,7 @@ class _TLSServer(socketserver.TCPServer):
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         # Connection threads not known to have finished, with their sockets (to end a waiting read on stop).
-        self._threads: list[tuple[threading.Thread, socket.socket]] = []
+        self._threads: list[_Tracked] = []
         self.served = 0
         self.refused = 0
         super().__init__(address, handler_class or _RequestHandler)
@@ -253,18 +253,21 @@ class _TLSServer(socketserver.TCPServer):
             if self._stopping.is_set():
                 self.shutdown_request(request)
                 return
+        tracked = _Tracked(request)
         thread = threading.Thread(
             target=self._serve_connection,
-            args=(request, client_address),
+            args=(tracked, client_address),
             name=self.connection_thread_name,
             daemon=True,
         )
+        tracked.thread = thread
         with self._lock:
-            self._threads = [(t, s) for t, s in self._threads if t.is_alive()]
-            self._threads.append((thread, request))
+            self._threads = [t for t in self._threads if t.thread is not None and t.thread.is_alive()]
+            self._threads.append(tracked)
         thread.start()
 
-    def _serve_connection(self, sock: socket.socket, client_address: Any) -> None:
+    def _serve_connection(self, tracked: _Tracked, client_address: Any) -> None:
+        sock = tracked.sock
         deadline = time.monotonic() + self.read_timeout
         try:
             try:
@@ -275,10 +278,23 @@ class _TLSServer(socketserver.TCPServer):
                 _log.info("webhook.connection_refused", reason=str(exc))
                 return
             sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            tls_sock: ssl.SSLSocket | None = None
             try:
-                tls_sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=True)
-            except (OSError, ssl.SSLError) as exc:
+                # Wrapping takes the descriptor over from `sock`: track the TLS socket from now on, so a stop
+                # can still end a handshake that waits.
+                tls_sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                with self._lock:
+                    tracked.sock = tls_sock
+                    stopping = self._stopping.is_set()
+                if stopping:
+                    tls_sock.close()
+                    return
+                tls_sock.do_handshake()
+            except (OSError, ssl.SSLError, ValueError) as exc:
                 _log.debug("webhook.handshake_failed", client=str(client_address[0]), error=str(exc))
+                if tls_sock is not None:
+                    with contextlib.suppress(OSError):
+                        tls_sock.close()
                 return
             try:
                 self.RequestHandlerClass(_Connection(tls_sock, deadline), client_address, self)  # type: ignore[arg-type]
@@ -299,20 +315,32 @@ class _TLSServer(socketserver.TCPServer):
     def close_connections(self) -> None:
         self._stopping.set()
         with self._lock:
-            threads, self._threads = self._threads, []
-        for thread, sock in threads:
-            if thread.is_alive():
-                with contextlib.suppress(OSError):
-                    sock.shutdown(
-                        socket.SHUT_RD
-                    )  # ends a read that waits; an answer being written is not cut
-        for thread, _ in threads:
-            thread.join()
+            tracked, self._threads = self._threads, []
+            targets = [(t.thread, t.sock) for t in tracked]
+        for thread, sock in targets:
+            if thread is not None and thread.is_alive():
+                # Ends a read (or handshake) that waits; an answer being written is not cut. The plain
+                # socket's shutdown, also for a TLS socket: its own would drop the TLS state under the reader.
+                with contextlib.suppress(OSError, ValueError):
+                    socket.socket.shutdown(sock, socket.SHUT_RD)
+        for thread, _ in targets:
+            if thread is not None:
+                thread.join()
 
     def statistics(self) -> tuple[int, int, int]:
         with self._lock:
-            active = sum(1 for t, _ in self._threads if t.is_alive())
+            active = sum(1 for t in self._threads if t.thread is not None and t.thread.is_alive())
             return active, self.served, self.refused
+
+
+class _Tracked:
+    """A connection thread and the socket that currently owns the connection's descriptor."""
+
+    __slots__ = ("sock", "thread")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.thread: threading.Thread | None = None
 
 
 class WebhookServer:

@@ -16,6 +16,7 @@ import pytest
 from cryptography import x509
 
 from controller import metrics
+from controller.envtest import wait_until
 from controller.webhook import WebhookServer, WebhookServerError, allowed, denied
 from controller.webhook.admission import AdmissionRequest, AdmissionResponse
 
@@ -296,6 +297,7 @@ def test_stop_does_not_wait_for_silent_clients(certs: Certs) -> None:
     server.start(threading.Event())
     silent = socket.create_connection(server.address, timeout=10)
     try:
+        wait_until(lambda: server.statistics()["active"] == 1)  # accepted: its thread waits in the handshake
         began = time.monotonic()
         assert server.stop() is True
         assert time.monotonic() - began < 5
