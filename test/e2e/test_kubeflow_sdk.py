@@ -1,0 +1,535 @@
+"""The Kubeflow Python SDK, unmodified, against the local cluster with our manager: docs/sdk.md.
+
+``kubeflow`` (the SDK's ``TrainerClient``, Kubernetes backend) pins a ``kubernetes`` client older than ours,
+so it lives in a virtualenv of its own, created once and cached by version outside the repository
+(``<cache>/sdk-venv-<version>/``; :func:`sdk_python`). ``kubeflow_sdk_driver.py`` runs in it for the whole
+module and answers SDK calls as JSON lines; the tests assert on what the SDK returns and, through our own
+client, on the state of the cluster.
+
+Covered (trainer-behavior §8): ``list_runtimes`` shows the shipped runtimes (the public ConfigMap is read,
+so the SDK does not warn); ``train`` with a ``CustomTrainer`` on 2 nodes writes the serialised function into
+the TrainJob, which our manager turns into a JobSet that runs to Complete on kwok; ``wait_for_job_status``,
+``get_job``, ``list_jobs``, ``get_job_events``, ``get_job_logs`` (kwok serves one fixed log file for every
+container; ``hack/cluster.py`` ``CONTAINER_LOG_LINES``) and ``delete_job``; our manager's Warning event,
+a core/v1 Event with ``firstTimestamp``, is one the SDK shows; a ``BuiltinTrainer`` (TorchTune, LoRA) on
+``torchtune-llama3.2-1b`` gets the Torch plugin's torchtune command in its JobSet.
+
+Not covered: ``get_runtime_packages`` (it prints the logs of a job that must run ``pip list``),
+``get_job_logs(follow=True)``, the in-pod ``update_trainjob_status``. The torchtune job never runs: its
+initializers wait for a PersistentVolumeClaim that nothing provisions on kwok. kwok only (the fixed logs
+and the pods' lifecycle are kwok's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from controller import envtest
+from controller.client import Client
+from controller.errors import AlreadyExists, NotFound
+from controller.gvk import GVK
+from runtime.api import constants
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "kubeflow_sdk_driver.py"
+PUBLIC_CONFIGMAP = ROOT / "config" / "public" / "configmap.yaml"
+
+SDK_VERSION = "0.5.0"
+SDK_REQUIREMENTS = (
+    f"kubeflow=={SDK_VERSION}",
+    # What kubeflow 0.5.0 resolved to when this test was written (trainer-behavior §8), pinned so that a
+    # new release of either cannot change what is tested.
+    "kubeflow-trainer-api==2.3.0",
+    "kubernetes==35.0.0",
+)
+VENV_INSTALL_TIMEOUT = 600.0
+VERSION_WARNING = "Trainer control-plane version info is not available"
+"""The SDK's warning when ConfigMap kubeflow-system/kubeflow-trainer-public is missing."""
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+CREATION_FAILED = "TrainJobResourcesCreationFailed"
+
+hack = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
+
+
+# ------------------------------------------------------------------------------------- the SDK's virtualenv
+
+
+class SdkUnavailable(Exception):
+    """The SDK's virtualenv could not be created (no index, no network): a missing prerequisite."""
+
+
+def sdk_venv_dir() -> Path:
+    """``<cache>/sdk-venv-<version>/``, next to the binaries (``TRAINER_CACHE_DIR`` moves both)."""
+    return Path(hack.cache_dir()) / f"sdk-venv-{SDK_VERSION}"
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _run(argv: list[str], *, timeout: float, what: str) -> None:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise SdkUnavailable(f"{what}: no result within {timeout:.0f} s") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise SdkUnavailable(f"{what} failed (exit {result.returncode}):\n{tail}")
+
+
+def sdk_python(*, timeout: float = VENV_INSTALL_TIMEOUT) -> Path:
+    """The Python of the SDK's virtualenv, created with :data:`SDK_REQUIREMENTS` unless already complete.
+
+    A virtualenv is complete when its marker file lists exactly :data:`SDK_REQUIREMENTS` (written last, so
+    an interrupted install is redone). Concurrent sessions take turns through a lock file.
+    """
+    venv = sdk_venv_dir()
+    marker = venv / ".requirements"
+    wanted = "\n".join(SDK_REQUIREMENTS) + "\n"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SdkUnavailable(
+                        f"another session has been creating {venv} for {timeout:.0f} s"
+                    ) from None
+                time.sleep(1.0)
+        if marker.is_file() and marker.read_text() == wanted and _venv_python(venv).exists():
+            return _venv_python(venv)
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(venv)], timeout=120, what=f"python -m venv {venv}")
+        remaining = max(60.0, deadline - time.monotonic())
+        pip = [str(_venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+        _run(
+            [*pip, "--quiet", *SDK_REQUIREMENTS],
+            timeout=remaining,
+            what="pip install " + " ".join(SDK_REQUIREMENTS),
+        )
+        marker.write_text(wanted)
+        return _venv_python(venv)
+
+
+# ------------------------------------------------------------------------------------------------ the driver
+
+
+class SdkCallError(Exception):
+    """The SDK raised: ``type``, ``message`` and ``cause`` (the exception it wrapped), from the driver."""
+
+    def __init__(self, call: str, error: dict[str, Any]) -> None:
+        super().__init__(f"{call}: {error['type']}: {error['message']} (cause: {error['cause']})")
+        self.type: str = error["type"]
+        self.message: str = error["message"]
+        self.cause: str | None = error["cause"]
+
+
+class SdkDriver:
+    """``kubeflow_sdk_driver.py`` in the SDK's virtualenv: :meth:`call` sends a request, waits for its answer.
+
+    Every wait is bounded (``answer_within`` seconds per call); the process's stderr (the SDK's warnings)
+    goes to a file, read by :meth:`stderr`. :meth:`close` ends it (end of input, then SIGKILL after 10 s).
+    """
+
+    def __init__(self, python: Path, kubeconfig: Path, stderr: Path, *, start_timeout: float = 180.0) -> None:
+        self._stderr_path = stderr
+        self._buffer = b""
+        with stderr.open("wb") as err:
+            self._proc = subprocess.Popen(
+                [str(python), str(DRIVER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env={**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"},
+            )
+        try:
+            self.versions: dict[str, str] = self._read(start_timeout, "start-up")["ready"]
+        except BaseException:
+            self.close()
+            raise
+
+    def call(self, namespace: str, call: str, *, answer_within: float = 60.0, **args: Any) -> Any:
+        assert self._proc.stdin is not None
+        request = {"namespace": namespace, "call": call, "args": args}
+        self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self._proc.stdin.flush()
+        answer = self._read(answer_within, call)
+        if "error" in answer:
+            raise SdkCallError(call, answer["error"])
+        return answer["result"]
+
+    def stderr(self) -> str:
+        return self._stderr_path.read_text(errors="replace")
+
+    def _read(self, timeout: float, what: str) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the SDK driver gave no answer to {what} within {timeout:.0f} s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    tail = "\n".join(self.stderr().strip().splitlines()[-20:])
+                    raise AssertionError(f"the SDK driver exited during {what}:\n{tail}")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+# ------------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def client(e2e_cluster: Any) -> Iterator[Client]:
+    if e2e_cluster.flavour != "kwok":
+        pytest.skip("these tests rely on kwok (pods' lifecycle from stages, the fixed container log)")
+    c = Client.load(str(e2e_cluster.kubeconfig), user_agent="test_kubeflow_sdk")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def manager(e2e_cluster: Any, client: Client) -> Iterator[Any]:
+    """The Trainer CRDs and shipped runtimes, the public ConfigMap, and ``trainer-controller-manager``."""
+    hack.install_trainer(client)
+    with contextlib.suppress(AlreadyExists):
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": hack.MANAGER_NAMESPACE}})
+    # The SDK reads the installed version from it; the install ships it (config/public), `make demo` not.
+    configmap = hack.read_manifests(PUBLIC_CONFIGMAP, ("ConfigMap",))[0]
+    configmap = {**configmap, "metadata": {**configmap["metadata"], "namespace": hack.MANAGER_NAMESPACE}}
+    created = False
+    with contextlib.suppress(AlreadyExists):
+        client.create(configmap)
+        created = True
+    try:
+        if not e2e_cluster.owned:
+            running = hack.manager_process(os.environ.get("E2E_CLUSTER_NAME", hack.DEFAULT_NAME))
+            if running is None:
+                pytest.skip("an external cluster needs its manager running (`make demo` starts one)")
+            yield running
+            return
+        state = hack.ClusterState.read(os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest"))
+        assert state is not None, "the e2e cluster has no state file"
+        process = hack.start_manager(state)
+        try:
+            yield process
+        finally:
+            hack.stop_manager(state.name)
+    finally:
+        if created:
+            with contextlib.suppress(NotFound):
+                client.delete(GVK("", "v1", "ConfigMap"), "kubeflow-trainer-public", hack.MANAGER_NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def sdk(
+    e2e_cluster: Any, manager: Any, prerequisite: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SdkDriver]:
+    try:
+        python = sdk_python()
+    except SdkUnavailable as exc:
+        prerequisite.missing(f"the Kubeflow SDK {SDK_VERSION} virtualenv: {exc}")
+    driver = SdkDriver(python, e2e_cluster.kubeconfig, tmp_path_factory.mktemp("kubeflow-sdk") / "stderr.log")
+    try:
+        assert driver.versions == {"kubeflow": SDK_VERSION, "kubernetes": "35.0.0"}
+        yield driver
+    finally:
+        driver.close()
+
+
+# -------------------------------------------------------------------------------------------- reading back
+
+
+def read_trainjob(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
+    return dict(
+        cluster.custom.get_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, "trainjobs", name
+        )
+    )
+
+
+def read_jobset(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
+    return dict(
+        cluster.custom.get_namespaced_custom_object(
+            constants.JOBSET_GROUP, constants.JOBSET_VERSION, namespace, "jobsets", name
+        )
+    )
+
+
+def node_container(jobset: dict[str, Any]) -> dict[str, Any]:
+    (node,) = [rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == "node"]
+    (container,) = [
+        c for c in node["template"]["spec"]["template"]["spec"]["containers"] if c["name"] == "node"
+    ]
+    return dict(container)
+
+
+def jobset_of(cluster: Any, namespace: str, name: str, eventually: Callable[..., Any]) -> dict[str, Any]:
+    def applied() -> dict[str, Any]:
+        try:
+            return read_jobset(cluster, namespace, name)
+        except ApiException as exc:
+            raise AssertionError(f"no JobSet {namespace}/{name} yet: {exc.status}") from exc
+
+    result: dict[str, Any] = eventually(applied, timeout=30)
+    return result
+
+
+def events_the_sdk_keeps(cluster: Any, namespace: str, names: set[str]) -> set[tuple[str, str, str]]:
+    """(kind, name, reason) of the core/v1 Events ``get_job_events`` keeps (trainer-behavior §8.1)."""
+    return {
+        (e.involved_object.kind, e.involved_object.name, e.reason)
+        for e in cluster.core.list_namespaced_event(namespace).items
+        if e.first_timestamp is not None
+        and e.involved_object.kind in {"TrainJob", "JobSet", "Job", "Pod"}
+        and e.involved_object.name in names
+    }
+
+
+def sdk_events(events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(e["involved_object_kind"], e["involved_object_name"], e["reason"]) for e in events}
+
+
+def absent(read: Callable[[], Any]) -> None:
+    """Assert that ``read()`` finds nothing (a 404), for :func:`eventually` to retry."""
+    try:
+        found = read()
+    except ApiException as exc:
+        assert exc.status == 404, exc
+        return
+    raise AssertionError(f"still there: {found['kind']} {found['metadata']['name']}")
+
+
+def assert_gone(cluster: Any, namespace: str, name: str, eventually: Callable[..., Any]) -> None:
+    def gone() -> None:
+        absent(lambda: read_trainjob(cluster, namespace, name))
+
+    eventually(gone, timeout=30)
+
+
+# -------------------------------------------------------------------------------------------------- tests
+
+
+def test_the_sdk_lists_the_shipped_runtimes_and_reads_the_installed_version(
+    sdk: SdkDriver, namespace: str
+) -> None:
+    runtimes = {r["name"]: r for r in sdk.call(namespace, "list_runtimes")}
+
+    shipped = hack.read_manifests(hack.TRAINER_RUNTIMES_DIR, (constants.CLUSTER_TRAINING_RUNTIME_KIND,))
+    assert len(shipped) >= 8
+    for manifest in shipped:
+        name = manifest["metadata"]["name"]
+        framework = manifest["metadata"]["labels"]["trainer.kubeflow.org/framework"]
+        assert name in runtimes, sorted(runtimes)
+        runtime = runtimes[name]
+        assert runtime["kind"] == constants.CLUSTER_TRAINING_RUNTIME_KIND
+        assert runtime["trainer"]["framework"] == framework
+        assert runtime["trainer"]["trainer_type"] == (
+            "BuiltinTrainer" if framework == "torchtune" else "CustomTrainer"
+        )
+        assert runtime["trainer"]["num_nodes"] == manifest["spec"]["mlPolicy"].get("numNodes", 1)
+    # The entry point the SDK infers from each mlPolicy (§8.3): torchrun, mpirun, python; tune for torchtune.
+    assert runtimes["torch-distributed"]["trainer"]["command"][-1].endswith('torchrun "{func_file}"')
+    assert runtimes["deepspeed-distributed"]["trainer"]["command"][0] == "mpirun"
+    assert runtimes["xgboost-distributed"]["trainer"]["command"][-1].endswith('python "{func_file}"')
+    assert runtimes["torchtune-llama3.2-1b"]["trainer"]["command"] == ["tune", "run"]
+    # TrainerClient() read ConfigMap kubeflow-system/kubeflow-trainer-public without complaint.
+    assert VERSION_WARNING not in sdk.stderr()
+
+
+def test_a_custom_trainer_on_two_nodes_runs_to_complete_and_the_sdk_follows_it_to_deletion(
+    sdk: SdkDriver, namespace: str, e2e_cluster: Any, eventually: Callable[..., Any]
+) -> None:
+    name = "sdk-torch"
+    assert sdk.call(namespace, "train_custom", name=name, runtime="torch-distributed", num_nodes=2) == name
+
+    # What the SDK wrote (§8.2): the runtime it resolved, 2 nodes, 1 CPU each, the function in the command.
+    trainjob = read_trainjob(e2e_cluster, namespace, name)
+    assert trainjob["spec"]["runtimeRef"] == {
+        "apiGroup": constants.GROUP,
+        "kind": constants.CLUSTER_TRAINING_RUNTIME_KIND,
+        "name": "torch-distributed",
+    }
+    trainer = trainjob["spec"]["trainer"]
+    assert trainer["numNodes"] == 2
+    assert trainer["resourcesPerNode"] == {"requests": {"cpu": 1}, "limits": {"cpu": 1}}  # as sent: an int
+    bash, dash_c, script = trainer["command"]
+    assert (bash, dash_c) == ("bash", "-c")
+    assert "def train_fn() -> None:" in script
+    assert script.rstrip().endswith('torchrun "kubeflow_sdk_driver.py"')
+    # ... which our manager put into the JobSet's node container unchanged.
+    jobset = jobset_of(e2e_cluster, namespace, name, eventually)
+    assert node_container(jobset)["command"] == trainer["command"]
+    assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
+
+    done = sdk.call(
+        namespace, "wait_for_job_status", name=name, status=["Complete"], timeout=120, answer_within=150
+    )
+    pods = {
+        p.metadata.name: p
+        for p in e2e_cluster.core.list_namespaced_pod(
+            namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}"
+        ).items
+    }
+    assert done["status"] == "Complete"
+    assert done["num_nodes"] == 2
+    assert sorted((s["name"], s["status"]) for s in done["steps"]) == [
+        ("node-0", "Succeeded"),
+        ("node-1", "Succeeded"),
+    ]
+    assert {s["pod_name"] for s in done["steps"]} == set(pods)
+    stored = read_trainjob(e2e_cluster, namespace, name)
+    assert [c["type"] for c in stored["status"]["conditions"] if c["status"] == "True"] == ["Complete"]
+
+    assert sdk.call(namespace, "get_job", name=name) == done
+    assert [job["name"] for job in sdk.call(namespace, "list_jobs")] == [name]
+
+    # Events: what the SDK keeps (core/v1 with firstTimestamp, about the TrainJob, its steps or pods) is what
+    # the cluster has. The Job controller's events name the Job (`<name>-node-0`), which the SDK does not
+    # look for; JobSet and the scheduler write events.k8s.io Events, which have no firstTimestamp.
+    events = sdk.call(namespace, "get_job_events", name=name)
+    names = {name, "node-0", "node-1", *pods}
+    assert sdk_events(events) == events_the_sdk_keeps(e2e_cluster, namespace, names)
+    job_events = events_the_sdk_keeps(e2e_cluster, namespace, {f"{name}-node-0"})
+    assert ("Job", f"{name}-node-0", "SuccessfulCreate") in job_events
+
+    # Logs: kwok-controller serves the same file for every container, through kube-apiserver's pods/log.
+    assert sdk.call(namespace, "get_job_logs", name=name) == list(hack.CONTAINER_LOG_LINES)
+    node_0 = next(s["pod_name"] for s in done["steps"] if s["name"] == "node-0")
+    log = e2e_cluster.core.read_namespaced_pod_log(node_0, namespace, container="node")
+    assert log.splitlines() == list(hack.CONTAINER_LOG_LINES)
+
+    assert sdk.call(namespace, "delete_job", name=name) is None
+    assert_gone(e2e_cluster, namespace, name, eventually)
+
+    def collected() -> None:
+        absent(lambda: read_jobset(e2e_cluster, namespace, name))
+        assert not e2e_cluster.core.list_namespaced_pod(
+            namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}"
+        ).items
+
+    # The garbage collector finds a new CRD's objects at its next rediscovery (every 30 s).
+    eventually(collected, timeout=120, interval=1.0)
+    assert sdk.call(namespace, "list_jobs") == []
+
+
+def test_the_sdk_shows_the_managers_warning_event(
+    sdk: SdkDriver, namespace: str, e2e_cluster: Any, eventually: Callable[..., Any]
+) -> None:
+    # A valid TrainJob name too long for the JobSet's pod names: JobSet's webhook refuses the JobSet, and the
+    # manager says so in a Warning event on the TrainJob (a core/v1 Event with firstTimestamp).
+    name = "sdk-events-" + "x" * 45
+    assert sdk.call(namespace, "train_custom", name=name, runtime="torch-distributed", num_nodes=1) == name
+
+    def recorded() -> Any:
+        found = [
+            e
+            for e in e2e_cluster.core.list_namespaced_event(namespace).items
+            if e.involved_object.kind == "TrainJob"
+            and e.involved_object.name == name
+            and e.reason == CREATION_FAILED
+        ]
+        assert found, "no TrainJobResourcesCreationFailed event yet"
+        return found[0]
+
+    event = eventually(recorded, timeout=60)
+    assert event.type == "Warning" and event.first_timestamp is not None
+    assert "JobSet name is too long" in event.message
+
+    shown = [e for e in sdk.call(namespace, "get_job_events", name=name) if e["reason"] == CREATION_FAILED]
+    assert [(e["involved_object_kind"], e["involved_object_name"], e["message"]) for e in shown] == [
+        ("TrainJob", name, event.message)
+    ]
+    job = sdk.call(namespace, "get_job", name=name)
+    assert (job["status"], job["steps"]) == ("Created", [])
+
+    sdk.call(namespace, "delete_job", name=name)
+    assert_gone(e2e_cluster, namespace, name, eventually)
+
+
+def test_a_builtin_torchtune_trainer_gets_the_torch_plugins_tune_run_command(
+    sdk: SdkDriver, namespace: str, e2e_cluster: Any, eventually: Callable[..., Any]
+) -> None:
+    name = "sdk-torchtune"
+    assert sdk.call(namespace, "train_builtin", name=name, runtime="torchtune-llama3.2-1b") == name
+
+    # The SDK sends the runtime's entry point and the TorchTune overrides as key=value args (§8.2) ...
+    trainer = read_trainjob(e2e_cluster, namespace, name)["spec"]["trainer"]
+    assert trainer["command"] == ["tune", "run"]
+    assert trainer["args"] == [
+        "batch_size=2",
+        "epochs=1",
+        "model.lora_rank=4",
+        "model.lora_attn_modules=[q_proj,v_proj]",
+    ]
+    assert trainer["numNodes"] == 1
+    # ... and the Torch plugin completes the command (trainer-behavior §3.3): the runtime asks for 2 GPUs, so
+    # a rendezvous endpoint; one node with LoRA args, so the distributed LoRA recipe and the model's _lora
+    # config; then the runtime's immutable configs (output_dir, tokenizer.path, checkpointer.checkpoint_dir).
+    container = node_container(jobset_of(e2e_cluster, namespace, name, eventually))
+    assert container["command"] == [
+        "tune",
+        "run",
+        f"--rdzv_endpoint={name}-node-0-0.{name}:29500",
+        "lora_finetune_distributed",
+        "--config",
+        "llama3_2/1B_lora",
+        "output_dir=/workspace/output",
+        "tokenizer.path=/workspace/model/original/tokenizer.model",
+        "checkpointer.checkpoint_dir=/workspace/model",
+    ]
+    assert container["args"] == trainer["args"]
+
+    # The SDK sees the initializer steps, Pending: their volume claim is never provisioned on kwok.
+    def initializers_pending() -> Any:
+        job = sdk.call(namespace, "get_job", name=name)
+        assert sorted((s["name"], s["status"]) for s in job["steps"]) == [
+            ("dataset-initializer", "Pending"),
+            ("model-initializer", "Pending"),
+        ], job["steps"]
+        return job
+
+    job = eventually(initializers_pending, timeout=60, interval=1.0)
+    assert job["status"] == "Created"
+    assert job["runtime"]["trainer"]["trainer_type"] == "BuiltinTrainer"
+
+    sdk.call(namespace, "delete_job", name=name)
+    assert_gone(e2e_cluster, namespace, name, eventually)
