@@ -2,6 +2,7 @@
 # Build the control-plane binaries the tests run against, from pinned Go modules.
 #
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
+#   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -30,10 +31,11 @@ k8s_dir="$cache/bin/kubernetes-$KUBERNETES_VERSION"
 etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
 kwok_dir="$cache/bin/kwok-$KWOK_VERSION"
 jobset_dir="$cache/bin/jobset-$JOBSET_VERSION"
+helm_dir="$cache/bin/helm-$HELM_VERSION"
 
 if [[ "${1:-}" == "--print" ]]; then
-  printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\n' \
-    "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir"
+  printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\n' \
+    "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir"
   exit 0
 fi
 
@@ -128,11 +130,26 @@ build_jobset() {
     -o "$OUT/jobset" sigs.k8s.io/jobset
 }
 
+build_helm() {  # only the helm command: no race detector, no other binaries of the module
+  cd "$here/tools/helm"
+  go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+    -o "$OUT/helm" helm.sh/helm/v4/cmd/helm
+}
+
+# Components named on the command line, or all of them.
+only=" ${*:-etcd kubernetes kwok jobset helm} "
+for n in "$@"; do
+  case $n in etcd|kubernetes|kwok|jobset|helm) ;; *) die "unknown component $n" ;; esac
+done
+wanted() { [[ $only == *" $1 "* ]]; }
+
 need=()
-complete "$etcd_dir" etcd || need+=(etcd)
-complete "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl || need+=(kubernetes)
-complete "$kwok_dir" kwok kwokctl || need+=(kwok)
-complete "$jobset_dir" jobset || need+=(jobset)
+wanted etcd && ! complete "$etcd_dir" etcd && need+=(etcd)
+wanted kubernetes && ! complete "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl &&
+  need+=(kubernetes)
+wanted kwok && ! complete "$kwok_dir" kwok kwokctl && need+=(kwok)
+wanted jobset && ! complete "$jobset_dir" jobset && need+=(jobset)
+wanted helm && ! complete "$helm_dir" helm && need+=(helm)
 
 if (( ${#need[@]} )); then
   preflight
@@ -142,7 +159,9 @@ if (( ${#need[@]} )); then
       kubernetes) build kubernetes "$k8s_dir" build_kubernetes ;;
       kwok) build kwok "$kwok_dir" build_kwok ;;
       jobset) build jobset "$jobset_dir" build_jobset ;;
+      helm) build helm "$helm_dir" build_helm ;;
     esac
   done
 fi
-printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir"
+printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\n' \
+  "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir"

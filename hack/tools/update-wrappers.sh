@@ -5,7 +5,7 @@
 # Why wrappers: k8s.io/kubernetes replaces every staging module with a local path,
 # so `go install k8s.io/kubernetes/cmd/...@v` is refused; a wrapper requires it and
 # points each staging module at its published v0.Y.Z. etcd's server module has replace
-# directives too. kwok and jobset need none, but a wrapper pins their go.sum here as well.
+# directives too. kwok, jobset and helm need none, but a wrapper pins their go.sum here as well.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../versions.env"
@@ -38,6 +38,10 @@ cd "$here/kwok" && go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.
 
 fresh "$here/jobset" github.com/kubeflow-trainer-py/hack/tools/jobset
 cd "$here/jobset" && go get -tool "sigs.k8s.io/jobset@$JOBSET_VERSION" && go mod tidy
+
+# helm: only the helm command is built (hack/build-binaries.sh); the wrapper pins its go.sum.
+fresh "$here/helm" github.com/kubeflow-trainer-py/hack/tools/helm
+cd "$here/helm" && go get -tool "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" && go mod tidy
 
 # Third-party CRDs are read from the module cache at run time; a go.mod here records
 # the versions so `go mod download` fetches exactly these.

@@ -132,7 +132,7 @@ def test_a_build_fills_each_versioned_directory_atomically(fake_bin: Path, tmp_p
         fake_bin,
         tmp_path,
         build="for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl "
-        'jobset; do : > "$OUT/$b"; chmod +x "$OUT/$b"; done',
+        'jobset helm; do : > "$OUT/$b"; chmod +x "$OUT/$b"; done',
     )
     cache = tmp_path / "fresh-cache"
     done = _run(fake_bin, cache)
@@ -140,3 +140,22 @@ def test_a_build_fills_each_versioned_directory_atomically(fake_bin: Path, tmp_p
     assert sorted(p.name for p in (cache / "bin").iterdir()) == sorted(
         line.split("=", 1)[1].rsplit("/", 1)[1] for line in done.stdout.splitlines()
     )
+
+
+def test_named_components_are_the_only_ones_built(fake_bin: Path, tmp_path: Path) -> None:
+    _fake_go(fake_bin, tmp_path, build=': > "$OUT/helm"; chmod +x "$OUT/helm"')
+    cache = tmp_path / "fresh-cache"
+    done = _run(fake_bin, cache, "helm")
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (cache / "bin").iterdir()] == [
+        line.split("=", 1)[1].rsplit("/", 1)[1]
+        for line in done.stdout.splitlines()
+        if line.startswith("HELM_BIN=")
+    ]
+    assert _run(fake_bin, cache, "helm").stderr == ""  # present: nothing to build, no preflight
+
+
+def test_an_unknown_component_is_refused(fake_bin: Path, tmp_path: Path) -> None:
+    done = _run(fake_bin, tmp_path / "fresh-cache", "kubectl")
+    assert done.returncode == 1
+    assert done.stderr == "build-binaries: error: unknown component kubectl\n"
