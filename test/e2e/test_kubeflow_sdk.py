@@ -6,13 +6,14 @@ so it lives in a virtualenv of its own, created once and cached by version outsi
 module and answers SDK calls as JSON lines; the tests assert on what the SDK returns and, through our own
 client, on the state of the cluster.
 
-Covered (trainer-behavior §8): ``list_runtimes`` shows the shipped runtimes (the public ConfigMap is read,
-so the SDK does not warn); ``train`` with a ``CustomTrainer`` on 2 nodes writes the serialised function into
-the TrainJob, which our manager turns into a JobSet that runs to Complete on kwok; ``wait_for_job_status``,
-``get_job``, ``list_jobs``, ``get_job_events``, ``get_job_logs`` (kwok serves one fixed log file for every
-container; ``hack/cluster.py`` ``CONTAINER_LOG_LINES``) and ``delete_job``; our manager's Warning event,
-a core/v1 Event with ``firstTimestamp``, is one the SDK shows; a ``BuiltinTrainer`` (TorchTune, LoRA) on
-``torchtune-llama3.2-1b`` gets the Torch plugin's torchtune command in its JobSet.
+Covered (what the SDK needs is in docs/compatibility.md): ``list_runtimes`` shows the shipped runtimes
+(the public ConfigMap is read, so the SDK does not warn); ``train`` with a ``CustomTrainer`` on 2 nodes
+writes the serialised function into the TrainJob, which our manager turns into a JobSet that runs to
+Complete on kwok; ``wait_for_job_status``, ``get_job``, ``list_jobs``, ``get_job_events``, ``get_job_logs``
+(kwok serves one fixed log file for every container: ``hack/cluster.py`` ``CONTAINER_LOG_LINES``) and
+``delete_job``; our manager's Warning event, a core/v1 Event with ``firstTimestamp``, is one the SDK shows;
+a ``BuiltinTrainer`` (TorchTune, LoRA) on ``torchtune-llama3.2-1b`` gets the Torch plugin's torchtune
+command in its JobSet.
 
 Not covered: ``get_runtime_packages`` (it prints the logs of a job that must run ``pip list``),
 ``get_job_logs(follow=True)``, the in-pod ``update_trainjob_status``. The torchtune job never runs: its
@@ -52,7 +53,7 @@ PUBLIC_CONFIGMAP = ROOT / "config" / "public" / "configmap.yaml"
 SDK_VERSION = "0.5.0"
 SDK_REQUIREMENTS = (
     f"kubeflow=={SDK_VERSION}",
-    # What kubeflow 0.5.0 resolved to when this test was written (trainer-behavior §8), pinned so that a
+    # What kubeflow 0.5.0 resolved to when this test was written, pinned so that a
     # new release of either cannot change what is tested.
     "kubeflow-trainer-api==2.3.0",
     "kubernetes==35.0.0",
@@ -314,7 +315,7 @@ def jobset_of(cluster: Any, namespace: str, name: str, eventually: Callable[...,
 
 
 def events_the_sdk_keeps(cluster: Any, namespace: str, names: set[str]) -> set[tuple[str, str, str]]:
-    """(kind, name, reason) of the core/v1 Events ``get_job_events`` keeps (trainer-behavior §8.1)."""
+    """(kind, name, reason) of the core/v1 Events ``get_job_events`` keeps (docs/sdk.md, "Events")."""
     return {
         (e.involved_object.kind, e.involved_object.name, e.reason)
         for e in cluster.core.list_namespaced_event(namespace).items
@@ -366,7 +367,7 @@ def test_the_sdk_lists_the_shipped_runtimes_and_reads_the_installed_version(
             "BuiltinTrainer" if framework == "torchtune" else "CustomTrainer"
         )
         assert runtime["trainer"]["num_nodes"] == manifest["spec"]["mlPolicy"].get("numNodes", 1)
-    # The entry point the SDK infers from each mlPolicy (§8.3): torchrun, mpirun, python; tune for torchtune.
+    # The entry point the SDK infers from each mlPolicy: torchrun, mpirun, python; tune for torchtune.
     assert runtimes["torch-distributed"]["trainer"]["command"][-1].endswith('torchrun "{func_file}"')
     assert runtimes["deepspeed-distributed"]["trainer"]["command"][0] == "mpirun"
     assert runtimes["xgboost-distributed"]["trainer"]["command"][-1].endswith('python "{func_file}"')
@@ -381,7 +382,7 @@ def test_a_custom_trainer_on_two_nodes_runs_to_complete_and_the_sdk_follows_it_t
     name = "sdk-torch"
     assert sdk.call(namespace, "train_custom", name=name, runtime="torch-distributed", num_nodes=2) == name
 
-    # What the SDK wrote (§8.2): the runtime it resolved, 2 nodes, 1 CPU each, the function in the command.
+    # What the SDK wrote: the runtime it resolved, 2 nodes, 1 CPU each, the function in the command.
     trainjob = read_trainjob(e2e_cluster, namespace, name)
     assert trainjob["spec"]["runtimeRef"] == {
         "apiGroup": constants.GROUP,
@@ -491,7 +492,7 @@ def test_a_builtin_torchtune_trainer_gets_the_torch_plugins_tune_run_command(
     name = "sdk-torchtune"
     assert sdk.call(namespace, "train_builtin", name=name, runtime="torchtune-llama3.2-1b") == name
 
-    # The SDK sends the runtime's entry point and the TorchTune overrides as key=value args (§8.2) ...
+    # The SDK sends the runtime's entry point and the TorchTune overrides as key=value args ...
     trainer = read_trainjob(e2e_cluster, namespace, name)["spec"]["trainer"]
     assert trainer["command"] == ["tune", "run"]
     assert trainer["args"] == [
@@ -501,9 +502,10 @@ def test_a_builtin_torchtune_trainer_gets_the_torch_plugins_tune_run_command(
         "model.lora_attn_modules=[q_proj,v_proj]",
     ]
     assert trainer["numNodes"] == 1
-    # ... and the Torch plugin completes the command (trainer-behavior §3.3): the runtime asks for 2 GPUs, so
-    # a rendezvous endpoint; one node with LoRA args, so the distributed LoRA recipe and the model's _lora
-    # config; then the runtime's immutable configs (output_dir, tokenizer.path, checkpointer.checkpoint_dir).
+    # ... and the Torch plugin completes the command (runtime/plugins/torch.py, torchtune): the runtime asks
+    # for 2 GPUs, so a rendezvous endpoint; one node with LoRA args, so the distributed LoRA recipe and the
+    # model's _lora config; then the runtime's immutable configs (output_dir, tokenizer.path,
+    # checkpointer.checkpoint_dir).
     container = node_container(jobset_of(e2e_cluster, namespace, name, eventually))
     assert container["command"] == [
         "tune",
