@@ -8,8 +8,7 @@ Start-up, in order:
    with ``--zap-devel``), the only place the process's logging is configured;
 2. the Configuration (``--config``, else upstream's defaults) with ``--feature-gates`` applied over its
    ``featureGates``; bind addresses and the Lease namespace resolved against the Pod (:mod:`.serving`);
-3. a log line for what the configuration names but this release does not serve yet (the status server);
-4. the API client with ``clientConnection.qps``/``burst`` (one token bucket per resource type, as
+3. the API client with ``clientConnection.qps``/``burst`` (one token bucket per resource type, as
    controller-runtime), the runtime registry, the informer cache (with the list GC tactic switched on: an
    interpreter-wide setting that only the entry point may choose), the manager (leader election from
    ``leaderElection``; the Lease client's requests time out after ``max(renewDeadline / 2, 1 s)``), the
@@ -20,8 +19,11 @@ Start-up, in order:
    TokenReview/SubjectAccessReview when ``metrics.auth.enabled``, the Trainer's indexes and controllers
    (``controller.trainer.setup``), and the admission webhooks (``controller.trainer.webhooks``: HTTPS on
    ``webhook.host:webhook.port``, resolved as the other addresses, certificates from ``--webhook-cert-dir``,
-   default ``/tmp/k8s-webhook-server/serving-certs``; readiness check ``webhook-server``);
-5. :meth:`~controller.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second one
+   default ``/tmp/k8s-webhook-server/serving-certs``; readiness check ``webhook-server``), and with the
+   ``TrainJobStatus`` gate the status server (``controller.trainer.statusserver``: HTTPS on
+   ``:statusServer.port`` resolved as the other addresses, the same certificates, its own client with
+   ``statusServer.qps``/``burst``);
+4. :meth:`~controller.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second one
    exits at once with status 1).
 
 Exit status (also in ``--help`` and ``docs/configuration.md``):
@@ -33,9 +35,10 @@ Exit status (also in ``--help`` and ``docs/configuration.md``):
 ``3``   the leader election Lease was lost (``LeaderElectionLost``): restart to stand by again
 ======  =====================================================================================
 
-Deliberately missing (a later release): the status server. ``readyz`` passes once the caches have synced,
-the certificates are in place and the webhook server answers (upstream's waits for the certificates and
-the webhook server).
+``readyz`` passes once the caches have synced, the certificates are in place and the webhook server
+answers (upstream's waits for the certificates and the webhook server); with the ``TrainJobStatus`` gate,
+also once the status server answers a TLS handshake (``status-server-readyz``; ``status-server-healthz``
+too, once it has started with a certificate).
 """
 
 from __future__ import annotations
@@ -125,16 +128,12 @@ def _announce(settings: Settings) -> None:
         metrics_bind_address=settings.serving.metrics_bind_address,
         health_probe_bind_address=settings.serving.health_probe_bind_address,
         webhook_bind_address=settings.serving.webhook_bind_address,
+        status_server_bind_address=(
+            settings.serving.status_server_bind_address
+            if config.feature_gates.enabled(TRAIN_JOB_STATUS)
+            else None
+        ),
     )
-    not_served = []
-    if config.feature_gates.enabled(TRAIN_JOB_STATUS):
-        not_served.append("status server")
-    if not_served:
-        _log.warning(
-            "setup.not_served_yet",
-            components=not_served,
-            note="parsed and validated; served by a later release",
-        )
     metrics = config.metrics
     if metrics.bind_address != "0" and metrics.auth_enabled and not metrics.secure_serving:
         _log.warning(
@@ -170,6 +169,7 @@ def build_manager(settings: Settings) -> Manager:
     """The real manager, with the Trainer's controllers registered (needs a reachable API server)."""
     # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
     from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
+    from controller.trainer.statusserver import setup_status_server  # noqa: PLC0415
     from controller.trainer.webhooks import setup_webhooks  # noqa: PLC0415
 
     config = settings.config
@@ -208,6 +208,12 @@ def build_manager(settings: Settings) -> Manager:
         config,
         reader=controllers.reader,
         bind_address=settings.serving.webhook_bind_address or None,
+        cert_dir=cert_dir,
+    )
+    setup_status_server(  # only with the TrainJobStatus gate; the webhook server's certificates
+        manager,
+        config,
+        bind_address=settings.serving.status_server_bind_address or None,
         cert_dir=cert_dir,
     )
     return manager

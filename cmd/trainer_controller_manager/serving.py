@@ -7,6 +7,8 @@ here a server never listens on all interfaces:
 - ``:port`` (empty host) binds the Pod IP when ``POD_IP`` is set (the Deployment passes
   ``status.podIP`` through the downward API), else ``127.0.0.1`` (a local run);
 - ``0`` turns the server off (not for the webhook server: ``webhook.port`` is 1-65535);
+- the status server has a port only (``statusServer.port``): it is served as ``:port`` (the Pod IP, else
+  loopback);
 - ``0.0.0.0``, ``::`` or ``[::]`` are refused (:class:`ServingError`).
 
 The namespace the manager runs in (the operator namespace: where the status server's Service and the
@@ -61,6 +63,9 @@ class Serving:
     leader_election_namespace: str
     webhook_bind_address: str = ""
     """``webhook.host:webhook.port`` resolved by the same rules (``""``: not resolved; the caller decides)."""
+    status_server_bind_address: str = ""
+    """``:<statusServer.port>`` resolved by the same rules: the Pod IP, else loopback (upstream listens on
+    every interface; ``""``: not resolved; the caller decides)."""
 
 
 def _host_for(pod_ip: str) -> str:
@@ -116,6 +121,9 @@ def resolve_serving(
         operator_namespace=own_namespace,
         leader_election_namespace=lease_namespace,
         webhook_bind_address=resolve_bind_address("webhook.host", _webhook_address(config), environ),
+        status_server_bind_address=resolve_bind_address(
+            "statusServer.port", f":{config.status_server.port}", environ
+        ),
     )
 
 

@@ -112,7 +112,9 @@ def test_the_manager_gets_the_file_the_feature_gates_and_the_pods_addresses() ->
     assert run.settings.serving.health_probe_bind_address == "10.0.0.7:8081"
     assert run.settings.serving.leader_election_namespace == "kubeflow-system"
     assert run.settings.serving.webhook_bind_address == "10.0.0.7:9443"
-    assert run.event("setup.not_served_yet")["components"] == ["status server"]
+    assert run.settings.serving.status_server_bind_address == "10.0.0.7:10443"
+    assert run.event("setup.configuration_loaded")["status_server_bind_address"] == "10.0.0.7:10443"
+    assert "setup.not_served_yet" not in run.events()
 
 
 def test_without_a_file_the_defaults_run_without_leader_election_on_loopback() -> None:

@@ -56,6 +56,13 @@ def test_the_defaults_bind_loopback_outside_a_pod(tmp_path: Path) -> None:
     assert serving.health_probe_bind_address == "127.0.0.1:8081"
     assert serving.operator_namespace is None
     assert serving.leader_election_namespace == ""
+    assert serving.status_server_bind_address == "127.0.0.1:10443"
+
+
+def test_the_status_server_binds_the_pod_ip_on_its_port(tmp_path: Path) -> None:
+    config = parse_configuration(HEADER + "statusServer: {port: 12000}\n")
+    serving = resolve_serving(config, {"POD_IP": "10.0.0.7"}, namespace_file=tmp_path / "absent")
+    assert serving.status_server_bind_address == "10.0.0.7:12000"
 
 
 @pytest.mark.parametrize(
