@@ -1334,10 +1334,24 @@ def manager_process(name: str = DEFAULT_NAME) -> ManagerProcess | None:
 
 
 def stop_manager(name: str = DEFAULT_NAME) -> None:
-    """Stop the manager of cluster ``name`` (SIGTERM: it releases its Lease); idempotent."""
+    """Stop the manager of cluster ``name`` (SIGTERM: it releases its Lease) and remove the webhook
+    configurations that point at it (failurePolicy Fail: left behind, they would refuse every TrainJob and
+    runtime); idempotent."""
     process = manager_process(name)
     if process is not None:
         _terminate([process.pid], grace=30.0)
+    if _manager_state(name).exists():
+        state = ClusterState.read(name)
+        if state is not None:
+            with contextlib.suppress(ApiError, TransportError, OSError):
+                client = connect(state)
+                try:
+                    for configuration in trainer_webhook_configurations(0, b""):
+                        gvk = GVK.of(configuration)
+                        with contextlib.suppress(NotFound):
+                            client.delete(gvk, configuration["metadata"]["name"])
+                finally:
+                    client.close()
     _manager_state(name).unlink(missing_ok=True)
 
 

@@ -21,6 +21,7 @@ stops with an error (outside a cluster, name one).
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,17 @@ LOOPBACK = "127.0.0.1"
 POD_IP_ENV = "POD_IP"
 POD_NAMESPACE_ENV = "POD_NAMESPACE"
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_ALL_INTERFACES = ("0.0.0.0", "::")
+
+
+def _every_interface(host: str) -> bool:
+    """``0.0.0.0``, ``::`` and their other spellings (``::0``, ``0``, ``0.0``): the unspecified address."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        try:  # inet_aton's short forms, which the socket layer accepts too
+            return socket.inet_aton(host) == b"\0\0\0\0"
+        except OSError:
+            return False
 
 
 class ServingError(ValueError):
@@ -81,7 +92,7 @@ def resolve_bind_address(field: str, address: str, environ: Mapping[str, str]) -
     if address == "0":
         return address
     host, _, port = address.rpartition(":")
-    if host.strip("[]") in _ALL_INTERFACES:
+    if _every_interface(host.strip("[]")):
         raise ServingError(field, f"{address!r} would listen on every interface; name the Pod IP or loopback")
     if host:
         return address

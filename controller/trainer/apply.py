@@ -109,6 +109,11 @@ class AppliedBodies:
             last = self._bodies.get(owner, {}).get(object_key(body))
         return last is not None and last == _digest(body)
 
+    def has_applied(self, owner: tuple[str, str], body: Mapping[str, Any]) -> bool:
+        """Whether this process has applied any body to that object for `owner` (since it last forgot it)."""
+        with self._lock:
+            return object_key(body) in self._bodies.get(owner, {})
+
     def record(self, owner: tuple[str, str], body: Mapping[str, Any]) -> None:
         """Remember that `body` was just applied successfully."""
         digest = _digest(body)

@@ -222,6 +222,11 @@ REASON_INVALID_SNAPSHOT = "InvalidSnapshot"
 """The runtime snapshot ConfigMap exists but cannot be read back as a runtime."""
 REASON_UNSUPPORTED_RUNTIME = "UnsupportedRuntime"
 """``spec.runtimeRef`` names a kind/group with no runtime implementation (``TrainingRuntimeNotSupported``)."""
+REASON_INVALID_TRAINJOB = "InvalidTrainJob"
+"""The TrainJob bypassed admission and is invalid: marked ``Failed`` for good (counted once per reconcile that
+finds it so, which is once: it is not retried)."""
+REASON_JOBSET_STATUS = "JobSetStatusFailed"
+"""The status could not be computed from the JobSet (an unfinished TrainJob whose JobSet is gone)."""
 REASON_OTHER = "Other"
 """Anything else (an unexpected exception)."""
 REASONS = (
@@ -231,6 +236,8 @@ REASONS = (
     REASON_RUNTIME_NOT_FOUND,
     REASON_INVALID_SNAPSHOT,
     REASON_UNSUPPORTED_RUNTIME,
+    REASON_INVALID_TRAINJOB,
+    REASON_JOBSET_STATUS,
     REASON_OTHER,
 )
 """The whole ``reason`` vocabulary."""

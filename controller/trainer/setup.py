@@ -24,8 +24,12 @@ Start-up, in order (`cmd/` calls these):
    absent), and is honoured (upstream ignores it and runs one worker each).
    - The `kubeflow_trainer_trainjobs` gauge's collector, registered while the manager runs.
 
-Deliberately missing: the webhooks, the certificate rotator and the status server (they come with the
-webhook server).
+The admission webhooks, the certificate rotator and the status server are wired by their own modules
+(`controller.trainer.webhooks`, `controller.trainer.certificates`, `controller.trainer.statusserver`).
+
+Deliberately different from upstream: the LimitRange and RuntimeClass watches of the PodGroup plugins are
+registered even when no PodGroup CRD is installed (upstream then registers none); they only enqueue suspended
+TrainJobs, whose reconcile writes nothing when nothing changed.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ import structlog
 from controller.cache import InformerCache
 from controller.client import Client
 from controller.clock import Clock
-from controller.errors import ApiError, NotFound, TransportError
+from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
 from controller.events import EVENT_TYPE_WARNING, EventRecorder
 from controller.reconcile import DONE, Request, Result
 from controller.trainer import metrics
@@ -63,6 +63,7 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.core import RuntimeRegistry
 from runtime.core.errors import (
+    InvalidTrainJobError,
     PermanentError,
     RuntimeNotFoundError,
     SnapshotError,
@@ -99,14 +100,23 @@ def event_message(error: BaseException | str) -> str:
     return f"{message} ..." if len(text) > _EVENT_ERROR_LIMIT else message
 
 
+_OBJECT_FAILURES = (FrameworkError, ApiError, TransportError, NoKindMatch)
+"""What building and applying can raise for a reason outside this process: an event, and a retry."""
+
+_CONDITION_MESSAGE_LIMIT = 1024
+"""Characters of an error kept in a condition message (the CRD allows 32768; a person reads far fewer)."""
+
+
 def _failure_reason(error: BaseException) -> str:
     if isinstance(error, RuntimeNotFoundError):
         return metrics.REASON_RUNTIME_NOT_FOUND
     if isinstance(error, SnapshotError):
         return metrics.REASON_INVALID_SNAPSHOT
+    if isinstance(error, InvalidTrainJobError):
+        return metrics.REASON_INVALID_TRAINJOB
     if isinstance(error, FrameworkError):
         return metrics.REASON_BUILD
-    if isinstance(error, (ApiError, TransportError)):
+    if isinstance(error, (ApiError, TransportError, NoKindMatch)):
         return metrics.REASON_APPLY
     return metrics.REASON_OTHER
 
@@ -159,14 +169,15 @@ class TrainJobReconciler:
 
         reader = AppliedObjects(self._reader)
         errors: list[BaseException] = []
+        failure: str | None = None  # the metric reason of this reconcile's first failure
         permanent: PermanentError | None = None
         if not view.is_finished:
             try:
                 self._reconcile_objects(trainjob, owner, reader)
             except UnsupportedRuntimeError:
                 pass  # next_status records it as a persisted Failed condition
-            except (FrameworkError, ApiError, TransportError) as exc:
-                metrics.count_reconcile_failure(_failure_reason(exc))
+            except _OBJECT_FAILURES as exc:
+                failure = _failure_reason(exc)
                 self._recorder.event(
                     trainjob, EVENT_TYPE_WARNING, EVENT_REASON_CREATION_FAILED, event_message(exc)
                 )
@@ -181,27 +192,34 @@ class TrainJobReconciler:
         status: dict[str, Any] = dict(update.status)
         if permanent is not None:
             conditions = status.setdefault("conditions", [])
+            message = str(permanent)
+            if len(message) > _CONDITION_MESSAGE_LIMIT:
+                message = message[:_CONDITION_MESSAGE_LIMIT] + " ..."
             failed = condition(
-                constants.CONDITION_FAILED, constants.CONDITION_TRUE, REASON_INVALID_TRAINJOB, str(permanent)
+                constants.CONDITION_FAILED, constants.CONDITION_TRUE, REASON_INVALID_TRAINJOB, message
             )
             set_condition(conditions, failed, now)
         if update.error is not None and permanent is None:  # a failed TrainJob needs no JobSet status
-            metrics.count_reconcile_failure(metrics.REASON_STATUS)
+            failure = failure or metrics.REASON_JOBSET_STATUS
             errors.append(update.error)
         if update.delete_jobset:
             self._delete_jobset(view)
 
         current = cast(Mapping[str, Any], trainjob.get("status") or {})
         if status != current:
+            if update.terminal:
+                failure = failure or metrics.REASON_UNSUPPORTED_RUNTIME  # counted once: when it is recorded
             try:
                 self._client.patch_status(
                     TRAINJOB, view.name, {"status": merge_patch(current, status)}, view.namespace
                 )
             except (ApiError, TransportError) as exc:
-                metrics.count_reconcile_failure(metrics.REASON_STATUS)
+                failure = failure or metrics.REASON_STATUS
                 errors.append(exc)
         if update.terminal or permanent is not None:
             self._applied.forget(owner)
+        if failure is not None:
+            metrics.count_reconcile_failure(failure)
 
         if errors:
             raise errors[0] if len(errors) == 1 else ReconcileErrors(errors)
@@ -219,8 +237,14 @@ class TrainJobReconciler:
                 body, reader.get(api_version, kind, name, namespace)
             ):
                 continue  # the last body this process applied, still in place: applying changes nothing
-            is_jobset = api_version == JOBSET.api_version and kind == JOBSET.kind
-            created = is_jobset and reader.get(api_version, kind, name, namespace) is None
+            # First applied: not applied by this process before and not in the cache (the metric counts a
+            # TrainJob once, even when a second reconcile comes before the informer has seen the JobSet).
+            created = (
+                api_version == JOBSET.api_version
+                and kind == JOBSET.kind
+                and not self._applied.has_applied(owner, body)
+                and reader.get(api_version, kind, name, namespace) is None
+            )
             result = self._client.apply(body, constants.FIELD_MANAGER, force=True)
             self._applied.record(owner, body)
             reader.record(result)
@@ -232,7 +256,7 @@ class TrainJobReconciler:
             self._client.delete(JOBSET, view.name, view.namespace)
         except NotFound:
             pass
-        except (ApiError, TransportError) as exc:
+        except (ApiError, TransportError, NoKindMatch) as exc:
             # Upstream logs and moves on: the Failed condition is what matters, and a JobSet left behind
             # is deleted with the TrainJob.
             _log.info("trainjob.jobset_delete_failed", error=str(exc))

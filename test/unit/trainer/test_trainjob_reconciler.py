@@ -261,3 +261,59 @@ def test_event_message_cuts_the_error_at_950_characters_as_upstream(length: int,
     assert message.startswith("TrainJob resources reconciliation failed: ")
     assert message.endswith(" ...") is suffix
     assert message.count("x") == min(length, 950)
+
+
+def _failures(reason: str) -> float:
+    from controller.metrics import REGISTRY
+
+    value = REGISTRY.get_sample_value("kubeflow_trainer_reconcile_failures_total", {"reason": reason})
+    return value or 0.0
+
+
+def test_a_failed_reconcile_counts_once_under_its_first_reason() -> None:
+    cluster, recorder = FakeCluster(trainjob_object()), FakeRecorder()  # no runtime: and so no JobSet either
+    before = {r: _failures(r) for r in ("RuntimeNotFound", "JobSetStatusFailed")}
+    with pytest.raises(Exception, match="not found"):
+        reconciler(cluster, recorder).reconcile(REQUEST)
+    assert _failures("RuntimeNotFound") == before["RuntimeNotFound"] + 1
+    assert _failures("JobSetStatusFailed") == before["JobSetStatusFailed"]
+
+
+def test_an_unsupported_runtime_is_counted_once_when_it_is_recorded() -> None:
+    tj = trainjob_object()
+    tj["spec"]["runtimeRef"]["kind"] = "Other"
+    cluster, recorder = FakeCluster(tj), FakeRecorder()
+    r = reconciler(cluster, recorder)
+    before = _failures("UnsupportedRuntime")
+    r.reconcile(REQUEST)
+    r.reconcile(REQUEST)
+    assert _failures("UnsupportedRuntime") == before + 1
+
+
+def test_the_jobset_creation_is_observed_once_per_trainjob() -> None:
+    from controller.metrics import REGISTRY
+
+    def count() -> float:
+        value = REGISTRY.get_sample_value("kubeflow_trainer_trainjob_jobset_creation_seconds_count")
+        return value or 0.0
+
+    class StaleReader(MemoryReader):
+        """A cache that never sees the JobSet (the informer lags the apply)."""
+
+        def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+            return None if kind == "JobSet" else super().get(api_version, kind, name, namespace)
+
+    cluster, recorder = FakeCluster(runtime_object(), trainjob_object(suspend=True)), FakeRecorder()
+    stale = StaleReader(list(cluster.reader._objects.values()))
+    r = TrainJobReconciler(
+        cache=cluster,  # type: ignore[arg-type]
+        client=cluster,  # type: ignore[arg-type]
+        reader=stale,
+        registry=new_registry(),
+        recorder=recorder,  # type: ignore[arg-type]
+        clock=FakeClock(wall=NOW),
+    )
+    before = count()
+    r.reconcile(REQUEST)
+    r.reconcile(REQUEST)  # the JobSet is re-applied (suspended, and the stale cache has no JobSet)
+    assert count() == before + 1
