@@ -11,8 +11,10 @@
 - RBAC, with tokens from the TokenRequest API: every request the manager makes (one probe per request
   kind, the exact method, path and body) is allowed for the shipped ServiceAccount; each rule of the shipped
   roles, removed alone from a copy bound to a probe ServiceAccount, makes its probes answer 403. A
-  permission without a probe is listed in ``KEPT`` with the reason. That the roles are *sufficient* for a
-  whole run is shown by the Trainer manager suite, which runs as the ServiceAccount
+  permission the shared plane cannot probe is listed in ``KEPT`` with the reason and has a test of its own:
+  ``update`` on ``trainjobs/finalizers`` is shown needed on a second plane that runs the
+  ``OwnerReferencesPermissionEnforcement`` admission plugin. That the roles are *sufficient* for a whole run
+  is shown by the Trainer manager suite, which runs as the ServiceAccount
   (``test/integration/trainer/conftest.py``).
 """
 
@@ -501,10 +503,12 @@ PROBES: list[Probe] = [
     ),
 ]
 
+FINALIZERS: Grant = ("trainer.kubeflow.org", "trainjobs/finalizers", "update")
 KEPT: dict[Grant, str] = {
-    ("trainer.kubeflow.org", "trainjobs/finalizers", "update"): (
+    FINALIZERS: (
         "owner references with blockOwnerDeletion need it where the OwnerReferencesPermissionEnforcement "
-        "admission plugin is on (not in Tier 1, nor by default)"
+        "admission plugin is on (not in the shared Tier 1 plane): "
+        "test_trainjob_finalizers_update_is_needed_where_owner_references_are_enforced"
     ),
 }
 MANAGER_ROLES = (
@@ -525,7 +529,7 @@ def _grants(rule: dict[str, Any]) -> set[Grant]:
 
 def _rule_cases() -> list[tuple[str, str, int]]:
     """(kind, role, rule index) of every rule of the manager's roles, from the source files (the build
-    only adds the namespace)."""
+    only adds the namespace), but the rules of ``KEPT`` permissions (each has a test of its own)."""
     sources = {
         install.SERVICE_ACCOUNT: "cluster_role.yaml",
         "kubeflow-trainer-leader-election": "leader_election_role.yaml",
@@ -534,7 +538,11 @@ def _rule_cases() -> list[tuple[str, str, int]]:
     cases = []
     for kind, name in MANAGER_ROLES:
         role = yaml.safe_load((install.CONFIG / "rbac" / sources[name]).read_text())
-        cases += [(kind, name, index) for index in range(len(role["rules"]))]
+        cases += [
+            (kind, name, index)
+            for index, rule in enumerate(role["rules"])
+            if not _grants(rule) <= set(KEPT)  # those have a test of their own, below
+        ]
     return cases
 
 
@@ -655,9 +663,7 @@ def test_each_rule_is_needed(
     rule = probe_account.roles[(kind, role)]["rules"][index]
     needed = _grants(rule)
     probes = [p for p in PROBES if needed & set(p.grants)]
-    if not probes:
-        assert needed <= set(KEPT), f"{kind}/{role} rule {index} has neither a probe nor a reason"
-        pytest.skip(f"kept without a probe: {KEPT[next(iter(needed))]}")
+    assert probes, f"{kind}/{role} rule {index} has neither a probe nor a reason"
 
     def statuses(expect_refused: bool) -> None:
         wrong = []
@@ -671,3 +677,92 @@ def test_each_rule_is_needed(
     eventually(lambda: statuses(expect_refused=False), timeout=15.0)
     probe_account.grant(without=(kind, role, index))
     eventually(lambda: statuses(expect_refused=True), timeout=15.0)
+
+
+# trainjobs/finalizers, on a plane of its own -------------------------------------------------------------
+
+
+def test_trainjob_finalizers_update_is_needed_where_owner_references_are_enforced(
+    envtest_binaries: Binaries, built: Objects, eventually: Callable[..., Any]
+) -> None:
+    """With ``OwnerReferencesPermissionEnforcement`` on (OpenShift enables it), the manager's apply of an
+    object owned by a TrainJob (``blockOwnerDeletion: true``) is refused without ``update`` on
+    ``trainjobs/finalizers``, and allowed with the shipped ClusterRole. A plane of its own: the session's
+    does not run that admission plugin."""
+    flags = {"enable-admission-plugins": "OwnerReferencesPermissionEnforcement"}
+    with ControlPlane(envtest_binaries, apiserver_flags=flags) as plane:
+        plane.install_crds([install.CONFIG / "crd" / "trainer.kubeflow.org_trainjobs.yaml"])
+        client = Client.load(str(plane.kubeconfig), user_agent="install-manifests-test")
+        try:
+            trainjob = client.create(
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "metadata": {"name": "owner", "namespace": USER_NS},
+                    "spec": {"runtimeRef": {"name": "torch-distributed"}},
+                }
+            )
+            shipped = _role(built, "ClusterRole", install.SERVICE_ACCOUNT)
+            account = _ProbeAccount(
+                admin=client,
+                roles={("ClusterRole", install.SERVICE_ACCOUNT): shipped},
+                caller=None,  # type: ignore[arg-type]
+                copies={("ClusterRole", install.SERVICE_ACCOUNT): PROBE_ACCOUNT},
+            )
+            account.grant()
+            client.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": PROBE_ACCOUNT},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": PROBE_ACCOUNT,
+                    },
+                    "subjects": [{"kind": "ServiceAccount", "name": PROBE_ACCOUNT, "namespace": USER_NS}],
+                },
+                install.FIELD_MANAGER,
+                force=True,
+            )
+            path = plane.kubeconfig_for_service_account(USER_NS, PROBE_ACCOUNT)
+            account.caller = _Caller(plane.server, plane.ca_pem, _token(path))
+            owned = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    **_meta("owner-runtime-snapshot"),
+                    "labels": {TRAINJOB_LABEL: "owner"},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                            "kind": "TrainJob",
+                            "name": "owner",
+                            "uid": trainjob["metadata"]["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "data": {"a": "b"},
+            }
+            probe = _apply_probe(
+                "apply an object the TrainJob owns",
+                "",
+                "configmaps",
+                f"/api/v1/namespaces/{USER_NS}/configmaps",
+                owned,
+            )
+            (index,) = [i for i, rule in enumerate(shipped["rules"]) if FINALIZERS in _grants(rule)]
+
+            def answers(expected: int) -> None:
+                status, detail = account.caller.status(probe)
+                assert status == expected, f"{status} {detail}"
+
+            eventually(lambda: answers(201), timeout=15.0)
+            account.grant(without=("ClusterRole", install.SERVICE_ACCOUNT, index))
+            eventually(lambda: answers(403), timeout=15.0)
+            _, detail = account.caller.status(probe)
+            assert "cannot set blockOwnerDeletion" in detail, detail
+        finally:
+            client.close()
