@@ -8,8 +8,10 @@ Guarantees:
 
 - :meth:`CertWatcher.context` returns an :class:`ssl.SSLContext` holding the newest certificate and key pair
   that loaded. Before it hands one out it compares the files' identity (device, inode, size, modification
-  time, following symlinks as a mounted Secret's ``..data`` swap needs) with that of the last read: when
-  either file changed, it reads both again. A server that calls it per connection therefore serves a
+  time, following symlinks as a mounted Secret's ``..data`` swap needs) with that of the last read, and,
+  while a file was modified less than 2 seconds ago, a digest of their contents too (a file rewritten in
+  place within one tick of the kernel's coarse file clock keeps its size and time): when either file
+  changed, it reads both again. A server that calls it per connection therefore serves a
   rotated certificate from the very next connection; connections already open keep theirs.
 - A pair that does not load (a half-written rotation, a key that does not match, a missing file) is counted
   and logged, and the previous certificate stays in use; the same unchanged files are not read again until
@@ -24,9 +26,11 @@ no thread and sees a change sooner; the cost is two ``stat`` calls per connectio
 
 from __future__ import annotations
 
+import hashlib
 import os
 import ssl
 import threading
+import time
 from pathlib import Path
 
 import structlog
@@ -53,19 +57,36 @@ read_certificate_errors_total = Counter(
     registry=metrics.REGISTRY,
 )
 
-_Signature = tuple[tuple[int, int, int, int] | None, tuple[int, int, int, int] | None]
+_Identity = tuple[int, int, int, int]
+# The files' identities, and their contents' digests while an identity is too recent to be trusted.
+_Signature = tuple[_Identity | None, _Identity | None, bytes | None]
+
+_RACY_NS = 2_000_000_000
+"""A file modified less than this long ago may change again without its size or modification time changing
+(the kernel stamps files with a coarse clock, a few milliseconds): its contents are compared too."""
 
 
 class CertificateNotReady(RuntimeError):
     """No certificate and key pair has loaded yet."""
 
 
-def _identity(path: Path) -> tuple[int, int, int, int] | None:
+def _identity(path: Path) -> _Identity | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _digest(*paths: Path) -> bytes:
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"<unreadable>")
+        digest.update(b"\0")
+    return digest.digest()
 
 
 class CertWatcher:
@@ -89,17 +110,34 @@ class CertWatcher:
         self._error = "not read yet"
 
     def _signature(self) -> _Signature:
-        return (_identity(self.cert_path), _identity(self.key_path))
+        cert, key = _identity(self.cert_path), _identity(self.key_path)
+        now = time.time_ns()
+        if any(i is not None and now - i[3] < _RACY_NS for i in (cert, key)):
+            return (cert, key, _digest(self.cert_path, self.key_path))
+        return (cert, key, None)
+
+    def _unchanged(self, signature: _Signature) -> bool:
+        """Whether the files are those of the last read (call with the lock held)."""
+        attempted = self._attempted
+        if attempted is None or signature[:2] != attempted[:2]:
+            return False
+        if attempted[2] is None:
+            return True  # read when the files were already settled
+        digest = signature[2] if signature[2] is not None else _digest(self.cert_path, self.key_path)
+        if digest != attempted[2]:
+            return False
+        self._attempted = signature  # once settled, the identities alone decide
+        return True
 
     def read_certificate(self) -> bool:
         """Reads the files again if they changed since the last read; returns whether a pair is loaded."""
         signature = self._signature()
         with self._lock:
-            if signature == self._attempted:
+            if self._unchanged(signature):
                 return self._context is not None
             self._attempted = signature
             read_certificate_total.inc()
-            if None in signature:
+            if signature[0] is None or signature[1] is None:
                 missing = self.cert_path if signature[0] is None else self.key_path
                 self._error = f"{missing} does not exist"
                 read_certificate_errors_total.inc()
