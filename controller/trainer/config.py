@@ -116,11 +116,11 @@ class ConfigurationError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerWebhook:
-    """``webhook``: where the admission webhook server listens (served in a later release)."""
+    """``webhook``: where the admission webhook server listens (docs/webhooks.md)."""
 
     port: int = 9443
     host: str = ""
-    """``""``: all interfaces, upstream's meaning (the future server will apply the project's bind rules)."""
+    """``""``: all interfaces upstream; here the entry point binds the Pod IP, else loopback."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,7 +200,8 @@ class StatusServer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TLSOptions:
-    """``tls``: options of the HTTPS servers (a later release). Empty means unset (upstream's defaults)."""
+    """``tls``: options of the HTTPS servers (``controller.tlsconfig.TLSOptions`` applies them). Empty means
+    unset (upstream's defaults)."""
 
     min_version: str = ""
     cipher_suites: tuple[str, ...] = ()
