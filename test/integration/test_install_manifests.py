@@ -3,7 +3,8 @@
 - The whole build is accepted by ``kubectl apply --server-side`` and every object is then stored; the
   runtimes overlay installs while the webhook configurations point at a server that does not run (the
   runtimes are labelled for the webhook to skip), and an unlabelled runtime is refused by that same webhook
-  (so the configuration is live). The webhook configurations are deleted when the module ends, so later
+  (so the configuration is live). A second apply keeps what the certificate rotator wrote (the Secret's
+  data, a webhook's ``caBundle``). The webhook configurations are deleted when the module ends, so later
   modules of the session are not refused.
 - The manager's Pod template passes the API server's own PodSecurity admission at ``restricted`` (a
   server-side dry-run create of a Pod: Tier 1 runs no controllers, so nothing would run it anyway), and a
@@ -148,6 +149,31 @@ def test_the_runtimes_install_while_the_webhook_is_down_and_unlabelled_runtimes_
     answer = control_plane.admin_request("POST", f"{TRAINER}/clustertrainingruntimes?dryRun=All", runtime)
     assert answer.status >= 500, answer.body  # the webhook is called, and nothing answers it
     assert b"validator.clustertrainingruntime.trainer.kubeflow.org" in answer.body
+
+
+def test_a_reapply_keeps_what_the_certificate_rotator_wrote(
+    installed: Objects, kubectl: Path, kubeconfig: Path, admin: Client
+) -> None:
+    secret_gvk = GVK("", "v1", "Secret")
+    secret = admin.get(secret_gvk, "kubeflow-trainer-webhook-cert", NS)
+    secret["data"] = {"ca.crt": "Y2E=", "tls.crt": "Y2VydA==", "tls.key": "a2V5"}
+    admin.update(secret, field_manager="cert-rotator")
+    validating = WEBHOOK_CONFIGURATIONS[0]
+    admin.patch(
+        validating,
+        "validator.trainer.kubeflow.org",
+        [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "Y2E="}],
+        patch_type="json",
+        field_manager="cert-rotator",
+    )
+
+    _kubectl(
+        kubectl, kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", str(install.DEFAULT_OVERLAY)
+    )
+
+    assert admin.get(secret_gvk, "kubeflow-trainer-webhook-cert", NS)["data"] == secret["data"]
+    webhooks = admin.get(validating, "validator.trainer.kubeflow.org")["webhooks"]
+    assert webhooks[0]["clientConfig"]["caBundle"] == "Y2E="
 
 
 # Pod Security -----------------------------------------------------------------------------------------------
