@@ -245,14 +245,26 @@ class _TLSServer(socketserver.TCPServer):
         self._threads: list[_Tracked] = []
         self.served = 0
         self.refused = 0
+        self.waiting = 0
         super().__init__(address, handler_class or _RequestHandler)
+
+    def shutdown(self) -> None:
+        # Stopping first: the serving thread may be waiting for a free slot in process_request.
+        self._stopping.set()
+        super().shutdown()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Wait for a free slot; meanwhile new connections queue in the listen backlog.
-        while not self._slots.acquire(timeout=0.1):
-            if self._stopping.is_set():
-                self.shutdown_request(request)
-                return
+        with self._lock:
+            self.waiting += 1
+        try:
+            while not self._slots.acquire(timeout=0.1):
+                if self._stopping.is_set():
+                    self.shutdown_request(request)
+                    return
+        finally:
+            with self._lock:
+                self.waiting -= 1
         tracked = _Tracked(request)
         thread = threading.Thread(
             target=self._serve_connection,
@@ -327,10 +339,10 @@ class _TLSServer(socketserver.TCPServer):
             if thread is not None:
                 thread.join()
 
-    def statistics(self) -> tuple[int, int, int]:
+    def statistics(self) -> tuple[int, int, int, int]:
         with self._lock:
             active = sum(1 for t in self._threads if t.thread is not None and t.thread.is_alive())
-            return active, self.served, self.refused
+            return active, self.served, self.refused, self.waiting
 
 
 class _Tracked:
@@ -490,13 +502,14 @@ class WebhookServer:
         return check
 
     def statistics(self) -> dict[str, int]:
-        """``active`` connections, connections ``served`` and ``refused`` (no certificate yet)."""
+        """``active`` connections, connections ``served`` and ``refused`` (no certificate yet), and whether
+        an accepted connection is ``waiting`` for a free slot (0 or 1)."""
         with self._lock:
             server = self._server
         if server is None:
-            return {"active": 0, "served": 0, "refused": 0}
-        active, served, refused = server.statistics()
-        return {"active": active, "served": served, "refused": refused}
+            return {"active": 0, "served": 0, "refused": 0, "waiting": 0}
+        active, served, refused, waiting = server.statistics()
+        return {"active": active, "served": served, "refused": refused, "waiting": waiting}
 
     def __repr__(self) -> str:
         host, port = self.address

@@ -305,6 +305,25 @@ def test_stop_does_not_wait_for_silent_clients(certs: Certs) -> None:
         silent.close()
 
 
+def test_stop_does_not_wait_for_a_connection_waiting_for_a_slot(certs: Certs) -> None:
+    certs.install(certs.issue())
+    server = WebhookServer(
+        bind_address="127.0.0.1:0", cert_dir=certs.cert_dir, read_timeout=60.0, max_connections=1
+    )
+    server.register("/validate", Recorder())
+    server.start(threading.Event())
+    holder = socket.create_connection(server.address, timeout=10)
+    waiting = socket.create_connection(server.address, timeout=10)
+    try:
+        wait_until(lambda: server.statistics()["waiting"] == 1)  # the accept loop waits for the held slot
+        began = time.monotonic()
+        assert server.stop() is True
+        assert time.monotonic() - began < 5
+    finally:
+        holder.close()
+        waiting.close()
+
+
 def test_registration_errors() -> None:
     server = WebhookServer(bind_address="127.0.0.1:0")
     server.register("/a", Recorder())
