@@ -8,7 +8,8 @@ Guarantees:
 - :func:`create_ca` makes a self-signed CA: RSA 2048, subject ``CN=<name>, O=<organization>``, SAN
   ``DNS:<name>``, ``basicConstraints: CA:TRUE, pathlen:0`` (critical), key usage ``digitalSignature,
   keyEncipherment, keyCertSign`` (critical), a subject key identifier.
-- :func:`create_serving` makes a leaf signed by that CA: RSA 2048, ``CN=<first DNS name>``, SAN every DNS
+- :func:`create_serving` makes a leaf signed by that CA: RSA 2048, ``CN=<first DNS name>`` (an empty
+  subject and a critical SAN when the name is longer than the 64 characters a CN may hold), SAN every DNS
   name, ``CA:FALSE`` (critical), key usage ``digitalSignature, keyEncipherment`` (critical), extended key
   usage ``serverAuth``, the CA's key identifier.
 - Both start one hour before ``now`` (clock skew between replicas and the API server, as upstream) and end
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 KEY_BITS = 2048
+_MAX_COMMON_NAME = 64
 BACKDATE = dt.timedelta(hours=1)
 """How long before "now" a new certificate starts being valid (upstream: one hour)."""
 
@@ -136,9 +138,13 @@ def create_serving(
     if not dns_names:
         raise ValueError("a serving certificate needs at least one DNS name")
     key = _new_key()
+    # A common name holds at most 64 characters (RFC 5280 ub-common-name); a longer service name (a long
+    # namespace) leaves the subject empty, and the SAN, then critical, names the certificate alone.
+    fits = len(dns_names[0]) <= _MAX_COMMON_NAME
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])] if fits else [])
     certificate = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+        .subject_name(subject)
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
         .serial_number(_serial())
@@ -160,7 +166,7 @@ def create_serving(
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=not fits)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
         )

@@ -149,3 +149,15 @@ def test_load_key_pair_reads_the_first_certificate_of_a_bundle(ca, serving) -> N
     assert pair.certificate == ca.certificate
     with pytest.raises(ValueError, match="does not match"):
         load_key_pair(serving.cert_pem, ca.key_pem)
+
+
+def test_a_service_name_longer_than_a_common_name_allows_is_named_by_the_san_alone(ca) -> None:  # type: ignore[no-untyped-def]
+    long_name = "kubeflow-trainer-controller-manager." + "n" * 60 + ".svc"
+    pair = create_serving(ca, [long_name], now=NOW, validity=YEAR)
+    assert pair.certificate.subject == x509.Name([])
+    san = pair.certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert san.critical and san.value.get_values_for_type(x509.DNSName) == [long_name]
+    assert (
+        problem_with(ca.cert_pem, pair.cert_pem, pair.key_pem, dns_name=long_name, at=NOW, server_auth=True)
+        is None
+    )
