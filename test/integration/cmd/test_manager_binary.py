@@ -3,6 +3,7 @@ SIGTERM, and exits with status 3 when its Lease is taken from it."""
 
 from __future__ import annotations
 
+import http.client
 import signal
 import socket
 import ssl
@@ -154,6 +155,55 @@ def test_it_serves_probes_and_metrics_and_stops_with_0_on_sigterm(
     events = [line["event"] for line in binary.lines()]
     assert "setup.not_served_yet" not in events
     assert events[-1] == "setup.stopped"
+
+
+def test_with_the_train_job_status_gate_it_serves_the_status_server(
+    start: Callable[[str], Binary],
+    eventually: Callable[..., Any],
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    port = _free_port()
+    binary = start(f"featureGates: {{TrainJobStatus: true}}\nstatusServer: {{port: {port}}}\n")
+    ready = eventually(
+        lambda: binary.get("health-probe", "/readyz/status-server-readyz"),
+        timeout=120,
+        retry_on=(AssertionError, OSError),
+    )
+    assert ready == "ok"
+    assert binary.get("health-probe", "/healthz/status-server-healthz") == "ok"
+    account = "trainer-pod"
+    accounts = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+    created = control_plane.admin_request(
+        "POST", accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
+    )
+    assert created.status == 201, created.body
+    audience = f"trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/missing/status"
+    issued = control_plane.admin_request(
+        "POST",
+        f"{accounts}/{account}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": [audience]}},
+    )
+    assert issued.status == 201, issued.body
+    token = issued.json()["status"]["token"]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the wiring is under test here, not the trust (unit tests check it)
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/missing/status"
+    body = b'{"trainerStatus": {"progressPercentage": 1, "lastUpdatedTime": "2026-01-02T03:04:05Z"}}'
+    answers = []
+    for headers in ({}, {"Authorization": f"Bearer {token}"}):
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+        try:
+            conn.request("POST", path, body, headers)
+            response = conn.getresponse()
+            answers.append((response.status, orjson.loads(response.read())["message"]))
+        finally:
+            conn.close()
+    # No token: forbidden; the TrainJob's token: a real TokenReview passes, the apply finds no TrainJob.
+    assert answers == [(403, "Forbidden"), (404, "Train job not found")]
+    binary.process.send_signal(signal.SIGTERM)
+    assert binary.wait(timeout=60) == 0
 
 
 def test_a_lease_taken_away_ends_the_process_with_3(
