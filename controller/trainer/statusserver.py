@@ -564,7 +564,13 @@ class _StatusRequestHandler(_RequestHandler):
     do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """A request the HTTP parser refuses (bad request line, huge headers, unknown method): a Status."""
+        """A request the HTTP parser refuses (bad request line, huge headers, unknown method): a Status,
+        and a 4xx (an unknown method is 405, not the parser's 501)."""
+        self.request_version = self.protocol_version  # a bad request line leaves HTTP/0.9: no status line
+        if code == 501:
+            with contextlib.suppress(OSError):
+                self._answer_with(METHOD_NOT_ALLOWED)
+            return
         reason = {400: "BadRequest", 414: "RequestURITooLong", 431: "RequestHeaderFieldsTooLarge"}.get(
             code, "BadRequest" if code < 500 else "InternalError"
         )

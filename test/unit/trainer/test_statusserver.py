@@ -525,6 +525,40 @@ def test_the_server_refuses_a_large_body_from_its_content_length_without_reading
     assert b'"message":"Payload too large"' in answer
 
 
+def raw_exchange(server: StatusServer, ca_file: Path, data: bytes) -> bytes:
+    context = ssl.create_default_context(cafile=str(ca_file))
+    with (
+        socket.create_connection(server.address, timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(data)
+        chunks = []
+        while chunk := tls.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize(
+    ("request_head", "status_line"),
+    [
+        (f"FOO {PATH} HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 405 "),
+        ("garbage\r\n\r\n", b"HTTP/1.1 400 "),
+        (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", b"HTTP/1.1 400 "),
+        (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"HTTP/1.1 411 "),
+    ],
+    ids=["an unknown method", "no request line", "a Content-Length that is no number", "a chunked body"],
+)
+def test_requests_the_parser_refuses_get_a_4xx_status(
+    serve: Callable[..., StatusServer],
+    ca_file_and_certs: tuple[Path, CertWatcher],
+    request_head: str,
+    status_line: bytes,
+) -> None:
+    answer = raw_exchange(serve(), ca_file_and_certs[0], request_head.encode())
+    assert answer.startswith(status_line), answer[:200]
+    assert b'"status":"Failure"' in answer
+
+
 def test_tls_1_2_is_the_minimum(
     serve: Callable[..., StatusServer], ca_file_and_certs: tuple[Path, CertWatcher]
 ) -> None:
