@@ -9,6 +9,7 @@ are named in comments. The last tests run the real HTTPS server on 127.0.0.1.
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import ssl
 import threading
@@ -18,6 +19,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.authentication import Authentication, AuthenticationError, UserInfo
 from controller.certwatcher import CertWatcher
@@ -615,3 +618,45 @@ def test_checks_and_lifecycle(
 def test_every_interface_and_off_are_refused(handler: StatusHandler, tmp_path: Path, address: str) -> None:
     with pytest.raises(StatusServerError):
         StatusServer(handler, certs=CertWatcher(tmp_path / "a", tmp_path / "b"), bind_address=address)
+
+
+# --- arbitrary input ------------------------------------------------------------------------------------
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_FIELDS = st.sampled_from(
+    ["progressPercentage", "estimatedRemainingSeconds", "metrics", "lastUpdatedTime", "name", "value", "x"]
+)
+_REQUESTS = st.fixed_dictionaries(
+    {
+        "trainerStatus": st.dictionaries(
+            _FIELDS, _JSON_VALUES | st.lists(st.dictionaries(_FIELDS, _JSON_VALUES))
+        )
+    }
+)
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value).encode()  # integers beyond 64 bits too, which orjson does not write
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=200) | _REQUESTS.map(_encode) | _JSON_VALUES.map(_encode))
+def test_no_body_makes_the_handler_fail_or_answer_5xx(body: bytes) -> None:
+    writer = FakeWriter()
+    response = StatusHandler(FakeAuthenticator(), writer).serve(
+        Request(method="POST", path=PATH, headers={"authorization": f"Bearer {GOOD}"}, body=body)
+    )
+    assert response.status in (200, 422), response.body
+    decoded = orjson.loads(response.body)
+    if response.status == 422:
+        assert decoded == failure(422, "Invalid", "Invalid payload")
+        assert writer.applied == []
+    else:
+        # What was applied is what was echoed, and only trainerStatus is written.
+        assert [applied[0]["status"] for applied in writer.applied] == ([decoded] if decoded else [])
