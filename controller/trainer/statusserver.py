@@ -71,7 +71,7 @@ Deliberately different from upstream (see ``docs/status-server.md``):
 - A namespace or name that is not a valid Kubernetes name is 404 at routing (upstream routes any segment
   and lets the token check or the API server refuse it).
 - Trailing data after the JSON value is ``Invalid payload`` (Go's decoder ignores it); a chunked body is
-  411 (the SDK and every HTTP client send a ``Content-Length``); a body that does not arrive within the
+  411 (the SDK, through ``requests``, sends a ``Content-Length``); a body that does not arrive within the
   read timeout is 408.
 - Binds the Pod IP (or loopback), never every interface.
 
