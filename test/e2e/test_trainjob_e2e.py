@@ -14,8 +14,10 @@ fail stage makes the TrainJob Failed with the JobSet's reason; a running TrainJo
 deleting it garbage-collects everything it owned.
 
 The scenarios mirror upstream's e2e suite (kubeflow/trainer ``test/e2e/e2e_test.go``: the "PyTorch",
-"DeepSpeed", "JAX" and "XGBoost" TrainJobs, active then Complete) on kwok instead of kind. kwok only: the
-fail label and the pods' timed lifecycle are kwok stages.
+"DeepSpeed", "JAX" and "XGBoost" TrainJobs, active then Complete) on kwok instead of kind. Those are kwok
+only (``kwok_only``: the fail label and the pods' timed lifecycle are kwok stages). On either path
+(``hack/e2e_paths.py``: the host manager on kwok, the installed Deployment on kind) a suspended TrainJob gets
+its snapshot and suspended JobSet, and kube-apiserver reaches the validating webhook.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
@@ -48,12 +49,11 @@ COUNTERS = ("active", "ready", "succeeded", "failed", "suspended")
 
 
 hack = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
+paths = envtest.load_script(ROOT / "hack" / "e2e_paths.py", "_hack_e2e_paths")
 
 
 @pytest.fixture(scope="module")
 def client(e2e_cluster: Any) -> Iterator[Client]:
-    if e2e_cluster.flavour != "kwok":
-        pytest.skip("these tests rely on kwok stages (instant pods, the fail label)")
     c = Client.load(str(e2e_cluster.kubeconfig), user_agent="test_trainjob_e2e")
     try:
         yield c
@@ -70,28 +70,28 @@ def trainer_api(client: Client) -> None:
 
 @pytest.fixture(scope="module")
 def manager(e2e_cluster: Any, trainer_api: None) -> Iterator[Any]:
-    """``trainer-controller-manager`` on the host, for the cluster this session started."""
-    if not e2e_cluster.owned:
-        running = hack.manager_process()
-        if running is None:
-            pytest.skip("an external cluster needs its manager running (`make demo` starts one)")
-        yield running
-        return
-    state = hack.ClusterState.read(os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest"))
-    assert state is not None, "the e2e cluster has no state file"
-    for ns in (hack.MANAGER_NAMESPACE,):
-        with contextlib.suppress(kubernetes.client.exceptions.ApiException):
-            e2e_cluster.core.create_namespace(
-                kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=ns))
-            )
-    process = hack.start_manager(state)
+    """The manager as this cluster's path runs it (``hack/e2e_paths.py``): on kwok a host process this module
+    starts and stops (or ``make demo``'s, on an external cluster), on kind the installed Deployment."""
+    name = (
+        os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest") if e2e_cluster.owned else hack.DEFAULT_NAME
+    )
     try:
-        yield process
-    finally:
-        hack.stop_manager(state.name)
+        with paths.running_manager(
+            e2e_cluster.flavour, e2e_cluster.kubeconfig, owned=e2e_cluster.owned, cluster_name=name
+        ) as running:
+            yield running
+    except paths.ManagerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def kwok_stages(e2e_cluster: Any) -> None:
+    if e2e_cluster.flavour != "kwok":
+        pytest.skip("this test relies on kwok stages (instant pods, the fail label)")
 
 
 pytestmark = pytest.mark.usefixtures("manager")
+kwok_only = pytest.mark.usefixtures("kwok_stages")
 
 
 # ------------------------------------------------------------------------------------------------ manifests
@@ -303,6 +303,7 @@ DEFAULT_RUNTIME_CASES = [
 ]
 
 
+@kwok_only
 @pytest.mark.parametrize("case", DEFAULT_RUNTIME_CASES, ids=lambda case: case.runtime)
 def test_a_trainjob_on_a_default_runtime_runs_to_complete(
     e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any], case: RuntimeCase
@@ -339,6 +340,7 @@ def test_a_trainjob_on_a_default_runtime_runs_to_complete(
     eventually(all_counted, timeout=30)
 
 
+@kwok_only
 def test_mpi_objects_carry_the_key_pair_and_a_hostfile_naming_every_node(
     e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
@@ -369,6 +371,7 @@ def test_mpi_objects_carry_the_key_pair_and_a_hostfile_naming_every_node(
     }
 
 
+@kwok_only
 def test_a_trainjob_on_a_namespaced_runtime_with_coscheduling_gets_its_pod_group(
     e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
@@ -392,6 +395,7 @@ def test_a_trainjob_on_a_namespaced_runtime_with_coscheduling_gets_its_pod_group
     assert true_condition(stored, constants.CONDITION_COMPLETE)["reason"] == "AllJobsCompleted"
 
 
+@kwok_only
 def test_a_failing_pod_makes_the_trainjob_failed_with_the_jobsets_reason(
     e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
@@ -421,6 +425,7 @@ def test_a_failing_pod_makes_the_trainjob_failed_with_the_jobsets_reason(
     eventually(failure_counted, timeout=30)
 
 
+@kwok_only
 def test_a_running_trainjob_counts_active_jobs_and_deleting_it_collects_everything_it_owns(
     e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
@@ -487,3 +492,29 @@ def test_a_running_trainjob_counts_active_jobs_and_deleting_it_collects_everythi
     # The garbage collector finds a new CRD's objects at its next rediscovery (every 30 s,
     # docs/development.md "Troubleshooting"): run first on a fresh cluster this waited 38 s; later, ~2 s.
     eventually(collected, timeout=120, interval=1.0)
+
+
+def test_on_either_path_a_suspended_trainjob_gets_its_objects_and_the_webhook_answers(
+    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+) -> None:
+    # Suspended, so no pod is created: nothing depends on what the nodes run.
+    answer = paths.webhook_answer(client, namespace)
+    assert paths.webhook_serving(answer), answer
+    name = "parked"
+    job = trainjob(name, "torch-distributed", num_nodes=2)
+    job["spec"]["suspend"] = True
+    created = hack.create_trainjob(client, job, namespace)
+
+    def suspended() -> dict[str, Any]:
+        stored = read_trainjob(e2e_cluster, namespace, name)
+        return true_condition(stored, constants.CONDITION_SUSPENDED)
+
+    assert eventually(suspended)["reason"] == constants.REASON_SUSPENDED
+    jobset = read_jobset(e2e_cluster, namespace, name)
+    assert_controlled_by(jobset, created)
+    assert jobset["spec"]["suspend"] is True
+    assert owned_by(e2e_cluster, namespace, created) == {
+        ("ConfigMap", f"{name}-runtime-snapshot"),
+        ("JobSet", name),
+    }
+    assert not jobset_pods(e2e_cluster, namespace, name)

@@ -1,0 +1,269 @@
+"""The two ways the e2e suite gets a running Trainer controller, and everything that differs between them.
+
+The suite (``test/e2e``) is the same on both paths; only how the manager runs and how kube-apiserver reaches
+its admission webhooks differ, and those differences live here and nowhere else:
+
+- **The manager.** kwok: ``trainer-controller-manager`` from ``.venv``, a host process that the fixture
+  starts and stops (``hack/cluster.py`` ``start_manager``/``stop_manager``). kind: the Deployment
+  ``kubeflow-system/kubeflow-trainer-controller-manager`` from ``config/default``, running the image built
+  from ``Dockerfile`` and loaded into kind; the script installs it and it outlives the session.
+- **Webhook addressing** (``clientConfig``). kwok: ``url: https://127.0.0.1:<port>/<path>``, since a host
+  process has no Service. kind: ``service`` ``kubeflow-trainer-controller-manager`` in ``kubeflow-system``,
+  port 443, with the path (``config/webhook/``). :func:`webhook_configurations` returns either.
+- **The serving certificate.** kwok: a throwaway CA, ``--webhook-cert-dir``, ``certManagement.enable:
+  false``; ``start_manager`` registers the ``caBundle``. kind: the manager's certificate rotator fills the
+  Secret ``kubeflow-trainer-webhook-cert`` and injects the ``caBundle``.
+- **Ready when.** kwok: ``/readyz`` on its loopback health port, then the registration. kind: the
+  Deployment is Available and the validating webhook answers (:func:`wait_until_serving`).
+- **Its log.** kwok: ``<cache>/kwok/trainer/<name>/manager/manager.log``. kind: ``kubectl -n
+  kubeflow-system logs deployment/kubeflow-trainer-controller-manager`` (:func:`manager_log_hint`).
+
+Both paths check "serving" the same way: a TrainJob with ``numNodes: 0`` is valid for the CRD schema and
+refused by the validating webhook, so kube-apiserver's answer tells whether the webhook was reached (a denial
+naming the field) or not (``failed calling webhook``); nothing is ever created by the probe.
+
+What the pods do is not a difference of the controller's path but of the nodes: kwok's stages play a pod's
+lifecycle on a timer, kind runs containers. Tests that rely on stages say so themselves and skip on kind.
+
+This file is a script module, like ``hack/cluster.py``: tests import it by path
+(``controller.envtest.load_script``), and ``hack/e2e-setup-kind.sh`` runs ``python hack/e2e_paths.py
+wait-serving --flavour kind`` so that the script and the suite wait for the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.client import Client
+from controller.envtest.suite import load_script
+from controller.errors import ApiError, NotFound, TransportError
+from controller.gvk import GVK
+from runtime.api import constants
+
+REPO = Path(__file__).resolve().parent.parent
+MANAGER_NAMESPACE = "kubeflow-system"
+MANAGER_NAME = "kubeflow-trainer-controller-manager"
+"""The Deployment and the Service of an installed manager (``config/manager/``)."""
+
+FLAVOURS = ("kwok", "kind")
+DEPLOYMENT_GVK = GVK("apps", "v1", "Deployment")
+TRAINJOB_GVK = GVK(constants.GROUP, constants.VERSION, constants.TRAINJOB_KIND)
+
+
+class ManagerUnavailable(Exception):
+    """The path cannot give this session a manager (an external kwok cluster without ``make demo``'s)."""
+
+
+def _cluster_module() -> Any:
+    return load_script(REPO / "hack" / "cluster.py", "_hack_cluster")
+
+
+# ------------------------------------------------------------------------------------- webhook addressing
+
+
+WEBHOOK_MANIFESTS = (
+    REPO / "config" / "webhook" / "mutating_webhook_configuration.yaml",
+    REPO / "config" / "webhook" / "validating_webhook_configuration.yaml",
+)
+
+
+def webhook_configurations(flavour: str, *, port: int = 0, ca_bundle: bytes = b"") -> list[dict[str, Any]]:
+    """The admission webhook configurations this path registers, read from where each path keeps them.
+
+    kwok: ``hack/cluster.py`` ``trainer_webhook_configurations`` (``url`` to the host manager on ``port``, the
+    throwaway CA as ``caBundle``). kind: ``config/webhook/`` as ``kubectl apply -k config/default`` installs
+    them (``service`` of the manager in ``kubeflow-system``; the rotator injects ``caBundle`` later). They
+    must differ only in ``clientConfig`` (and the labels the manifests carry), which a unit test checks.
+    """
+    if flavour == "kwok":
+        return list(_cluster_module().trainer_webhook_configurations(port, ca_bundle))
+    if flavour == "kind":
+        return [yaml.safe_load(path.read_text()) for path in WEBHOOK_MANIFESTS]
+    raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
+
+
+def webhook_client_config(flavour: str, webhook: str, *, port: int = 0) -> dict[str, Any]:
+    """How kube-apiserver reaches the manager's webhook ``webhook`` on this path (``caBundle`` aside)."""
+    for configuration in webhook_configurations(flavour, port=port):
+        for hook in configuration["webhooks"]:
+            if hook["name"] == webhook:
+                return {k: v for k, v in hook["clientConfig"].items() if k != "caBundle"}
+    raise KeyError(f"no webhook {webhook!r} on the {flavour} path")
+
+
+def _probe_trainjob(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.TRAINJOB_KIND,
+        "metadata": {"name": "webhook-probe", "namespace": namespace},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed", "kind": constants.CLUSTER_TRAINING_RUNTIME_KIND},
+            "trainer": {"numNodes": 0},
+        },
+    }
+
+
+def webhook_answer(client: Client, namespace: str = MANAGER_NAMESPACE) -> str:
+    """kube-apiserver's answer to a TrainJob only the validating webhook refuses; ``""`` if it was stored.
+
+    Raises :class:`TransportError` when the API server itself is not reachable.
+    """
+    try:
+        created = client.create(_probe_trainjob(namespace))
+    except ApiError as exc:
+        return exc.message
+    with contextlib.suppress(NotFound):  # no validating webhook registered at all: undo
+        client.delete(TRAINJOB_GVK, created["metadata"]["name"], created["metadata"]["namespace"])
+    return ""
+
+
+def webhook_serving(answer: str) -> bool:
+    """Whether ``answer`` (from :func:`webhook_answer`) came from our validating webhook."""
+    return "denied the request" in answer and "spec.trainer.numNodes" in answer
+
+
+# ------------------------------------------------------------------------------------------------ readiness
+
+
+def deployment_available(client: Client) -> bool:
+    try:
+        deployment = client.get(DEPLOYMENT_GVK, MANAGER_NAME, MANAGER_NAMESPACE)
+    except NotFound:
+        return False
+    conditions = (deployment.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+
+
+def wait_until_serving(client: Client, flavour: str, *, timeout: float = 300.0) -> None:
+    """Return once the manager is up on this path and kube-apiserver reaches its webhooks.
+
+    Raises :class:`TimeoutError` with the last thing seen.
+    """
+    deadline = time.monotonic() + timeout
+    last = "nothing checked yet"
+    while True:
+        try:
+            if flavour == "kind" and not deployment_available(client):
+                last = f"Deployment {MANAGER_NAMESPACE}/{MANAGER_NAME} is not Available"
+            else:
+                answer = webhook_answer(client)
+                if webhook_serving(answer):
+                    return
+                last = f"the validating webhook did not answer: {answer or 'the probe TrainJob was stored'}"
+        except (ApiError, TransportError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the Trainer manager is not serving after {timeout:.0f} s: {last}")
+        time.sleep(2.0)
+
+
+def manager_log_hint(flavour: str, cluster_name: str = "") -> str:
+    """Where to read the manager's log on this path (for messages)."""
+    if flavour == "kind":
+        return f"kubectl -n {MANAGER_NAMESPACE} logs deployment/{MANAGER_NAME}"
+    cluster = _cluster_module()
+    return str(cluster.own_dir(cluster_name or cluster.DEFAULT_NAME) / "manager" / "manager.log")
+
+
+# ------------------------------------------------------------------------------------ the manager, per path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunningManager:
+    """The manager a test session talks to."""
+
+    flavour: str
+    started_here: bool
+    """True when this session started it (and stops it when done)."""
+    log: str
+    """Where its log is (a path, or the kubectl command that prints it)."""
+    process: Any = None
+    """On kwok, ``hack/cluster.py``'s ``ManagerProcess``; on kind, None."""
+
+
+@contextlib.contextmanager
+def running_manager(
+    flavour: str, kubeconfig: Path, *, owned: bool, cluster_name: str
+) -> Iterator[RunningManager]:
+    """The manager for the session's cluster, for as long as the ``with`` block runs.
+
+    - kwok, a cluster this session started (``owned``): start ``trainer-controller-manager`` on the host,
+      register its webhooks by URL, and stop it (removing the registrations) afterwards.
+    - kwok, an external cluster: the manager ``make demo`` left running, if any; else
+      :class:`ManagerUnavailable`.
+    - kind: the installed Deployment, once it serves; left running.
+    """
+    if flavour == "kind":
+        client = Client.load(str(kubeconfig), user_agent="e2e-paths")
+        try:
+            wait_until_serving(client, flavour, timeout=120.0)
+        finally:
+            client.close()
+        yield RunningManager(flavour=flavour, started_here=False, log=manager_log_hint(flavour))
+        return
+    if flavour != "kwok":
+        raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
+    cluster = _cluster_module()
+    log = manager_log_hint(flavour, cluster_name)
+    if not owned:
+        process = cluster.manager_process(cluster_name)
+        if process is None:
+            raise ManagerUnavailable(
+                "an external kwok cluster needs its manager running (`make demo` starts one)"
+            )
+        yield RunningManager(flavour=flavour, started_here=False, log=log, process=process)
+        return
+    state = cluster.ClusterState.read(cluster_name)
+    if state is None:
+        raise ManagerUnavailable(f"the kwok cluster {cluster_name!r} has no state file")
+    client = cluster.connect(state)
+    try:
+        with contextlib.suppress(ApiError):  # the Lease's namespace; AlreadyExists on a re-run
+            client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MANAGER_NAMESPACE}})
+    finally:
+        client.close()
+    process = cluster.start_manager(state)
+    try:
+        yield RunningManager(flavour=flavour, started_here=True, log=log, process=process)
+    finally:
+        cluster.stop_manager(state.name)
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hack/e2e_paths.py", description=__doc__.split("\n\n", 1)[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    wait = sub.add_parser("wait-serving", help="wait until the manager serves its admission webhooks")
+    wait.add_argument("--flavour", choices=FLAVOURS, required=True)
+    wait.add_argument("--kubeconfig", required=True)
+    wait.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    client = Client.load(args.kubeconfig, user_agent="e2e-paths")
+    try:
+        wait_until_serving(client, args.flavour, timeout=args.timeout)
+    except TimeoutError as exc:
+        print(f"e2e_paths: {exc}; its log: {manager_log_hint(args.flavour)}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    print(f"e2e_paths: the Trainer manager ({args.flavour}) serves its webhooks", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""``hack/e2e_paths.py``: the kwok and kind e2e paths register the same webhooks, addressed differently.
+
+The kwok path builds its webhook configurations in code (``hack/cluster.py``), the kind path installs
+``config/webhook/``; if one gains a webhook, a rule or a failure policy the other lacks, the e2e suite would
+test two different admission set-ups. Everything but ``clientConfig`` (and the manifests' labels) must match.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import envtest
+
+ROOT = Path(__file__).resolve().parents[3]
+paths = envtest.load_script(ROOT / "hack" / "e2e_paths.py", "_hack_e2e_paths")
+
+
+def _without_addressing(configurations: list[dict[str, Any]]) -> dict[str, Any]:
+    found = {}
+    for configuration in configurations:
+        hooks = {}
+        for hook in configuration["webhooks"]:
+            hooks[hook["name"]] = {k: v for k, v in hook.items() if k != "clientConfig"}
+        found[(configuration["kind"], configuration["metadata"]["name"])] = hooks
+    return found
+
+
+def _defaults(hooks: dict[str, Any]) -> dict[str, Any]:
+    # kube-apiserver's defaults that the manifests leave out and the code spells out (or the reverse).
+    defaulted = {}
+    for key, hook in hooks.items():
+        defaulted[key] = {
+            name: {"timeoutSeconds": 10, "matchPolicy": "Equivalent", **fields}
+            for name, fields in hook.items()
+        }
+    return defaulted
+
+
+def test_both_paths_register_the_same_webhooks_apart_from_their_addressing() -> None:
+    kwok = _defaults(_without_addressing(paths.webhook_configurations("kwok", port=9443)))
+    kind = _defaults(_without_addressing(paths.webhook_configurations("kind")))
+    assert kwok == kind
+
+
+def test_the_kwok_path_calls_the_host_manager_by_url_and_the_kind_path_calls_the_service() -> None:
+    hook = "validator.trainjob.trainer.kubeflow.org"
+    assert paths.webhook_client_config("kwok", hook, port=9443) == {
+        "url": "https://127.0.0.1:9443/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+    }
+    assert paths.webhook_client_config("kind", hook) == {
+        "service": {
+            "name": "kubeflow-trainer-controller-manager",
+            "namespace": "kubeflow-system",
+            "path": "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("answer", "serving"),
+    [
+        pytest.param(
+            'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+            "spec.trainer.numNodes: Invalid value: 0: must be greater than or equal to 1",
+            True,
+            id="a denial naming the field is the webhook's",
+        ),
+        pytest.param(
+            'Internal error occurred: failed calling webhook "validator.trainjob.trainer.kubeflow.org": '
+            "dial tcp 10.96.0.12:443: connect: connection refused",
+            False,
+            id="a webhook that cannot be called is not serving",
+        ),
+        pytest.param("", False, id="a stored probe means no validating webhook is registered"),
+    ],
+)
+def test_the_probe_answer_tells_whether_the_validating_webhook_was_reached(
+    answer: str, serving: bool
+) -> None:
+    assert paths.webhook_serving(answer) is serving
+
+
+def test_an_unknown_flavour_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown e2e cluster flavour 'minikube'"):
+        paths.webhook_configurations("minikube")
