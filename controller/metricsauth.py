@@ -2,8 +2,10 @@
 user's right to ``get`` the path with a SubjectAccessReview.
 
 Go origin: controller-runtime ``pkg/metrics/filters`` (``WithAuthenticationAndAuthorization``) over
-k8s.io/apiserver's delegating authenticator (``bearertoken``, ``token/cache``, ``group``) and delegating
-authorizer (``plugin/pkg/authorizer/webhook``).
+k8s.io/apiserver's delegating authenticator (``token/cache``, ``group``) and delegating authorizer
+(``plugin/pkg/authorizer/webhook``). The TokenReview itself and the header parsing are
+:mod:`controller.authentication`'s (shared with the status server); this module adds the caches, the
+SubjectAccessReview and the HTTP answers.
 
 What a request gets:
 
@@ -14,9 +16,10 @@ What a request gets:
 - the SubjectAccessReview cannot be made: 500 ``Authorization for user <name> failed``;
 - allowed: the wrapped app's answer.
 
-The header is parsed as k8s.io/apiserver parses it: trimmed, split on spaces into at most three parts, the
-first ``bearer`` in any case, the token the second part. The SubjectAccessReview carries the user's name,
-UID, groups (plus ``system:authenticated``) and extra, and ``nonResourceAttributes: {path, verb: get}``.
+The header is :func:`controller.authentication.bearer_token`'s: ``Bearer`` in any case and exactly one
+credential (k8s.io/apiserver also takes the second of three fields, and reads a double space as an empty
+token; both are refused or read alike here). The SubjectAccessReview carries the user's name, UID, groups
+(plus ``system:authenticated``) and extra, and ``nonResourceAttributes: {path, verb: get}``.
 
 Caching (controller-runtime's TTLs): a token's review, authenticated or not, for 1 minute; a user's
 decision for a path, 5 minutes when allowed and 30 seconds when denied. API errors are not cached. Each
@@ -38,11 +41,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import structlog
 
 from controller import errors
+from controller.authentication import (
+    AuthenticationError,
+    TokenReviewAuthenticator,
+    TokenReviewer,
+    UserInfo,
+    bearer_token,
+)
 from controller.clock import REAL_CLOCK, Clock
 from controller.healthz import App, Response
 
@@ -52,11 +62,9 @@ __all__ = [
     "Authorizer",
     "Decision",
     "Filter",
-    "ReviewClient",
+    "ReviewFailed",
     "TTLCache",
-    "UserInfo",
     "authentication_and_authorization",
-    "bearer_token",
 ]
 
 _log = structlog.get_logger("controller.metricsauth")
@@ -72,22 +80,6 @@ Filter = Callable[[App], App]
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-
-class ReviewClient(Protocol):
-    """The one call the reviews need (:meth:`controller.client.Client.create`)."""
-
-    def create(self, obj: Mapping[str, Any], *, field_manager: str | None = None) -> Mapping[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UserInfo:
-    """Who a token belongs to (``TokenReview.status.user``)."""
-
-    name: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,36 +126,25 @@ class TTLCache(Generic[K, V]):
             return len(self._entries)
 
 
-def bearer_token(header: str | None) -> str | None:
-    """The token of an ``Authorization`` header, or None when there is none (see the module doc)."""
-    value = (header or "").strip()
-    if not value:
-        return None
-    parts = value.split(" ", 2)
-    if len(parts) < 2 or parts[0].lower() != "bearer":
-        return None
-    return parts[1] or None
-
-
 class ReviewFailed(RuntimeError):
     """A review could not be made (the API server did not answer it)."""
 
 
 class Authenticator:
-    """TokenReviews, cached (see the module doc)."""
+    """:class:`~controller.authentication.TokenReviewAuthenticator` behind a cache (see the module doc)."""
 
     def __init__(
         self,
-        client: ReviewClient,
+        client: TokenReviewer,
         *,
         clock: Clock = REAL_CLOCK,
         ttl: float = TOKEN_TTL,
         max_entries: int = MAX_ENTRIES,
         audiences: Sequence[str] = (),
     ) -> None:
-        self._client = client
+        self._reviews = TokenReviewAuthenticator(client)
         self._ttl = ttl
-        self._audiences = list(audiences)
+        self._audiences = tuple(audiences)
         # Keyed by the token's SHA-256; a 1-tuple value, so "not authenticated" (None) is cached too.
         self.cache: TTLCache[bytes, tuple[UserInfo | None]] = TTLCache(max_entries, clock)
 
@@ -173,27 +154,11 @@ class Authenticator:
         cached = self.cache.get(key)
         if cached is not None:
             return cached[0]
-        spec: dict[str, Any] = {"token": token}
-        if self._audiences:
-            spec["audiences"] = list(self._audiences)
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
         try:
-            answer = self._client.create(review)
-        except (errors.ApiError, errors.TransportError) as exc:
-            raise ReviewFailed(f"TokenReview failed: {type(exc).__name__}") from None
-        status = answer.get("status") or {}
-        user: UserInfo | None = None
-        if status.get("authenticated") is True:
-            raw = status.get("user") or {}
-            user = UserInfo(
-                name=str(raw.get("username") or ""),
-                uid=str(raw.get("uid") or ""),
-                groups=tuple(str(g) for g in raw.get("groups") or ()),
-                extra=tuple(
-                    (str(k), tuple(str(v) for v in (values or ())))
-                    for k, values in sorted((raw.get("extra") or {}).items())
-                ),
-            )
+            answer = self._reviews.authenticate(token, self._audiences)
+        except AuthenticationError as exc:
+            raise ReviewFailed(str(exc)) from exc
+        user = answer.user if answer.authenticated else None
         self.cache.put(key, (user,), self._ttl)
         return user
 
@@ -203,7 +168,7 @@ class Authorizer:
 
     def __init__(
         self,
-        client: ReviewClient,
+        client: TokenReviewer,
         *,
         clock: Clock = REAL_CLOCK,
         allow_ttl: float = ALLOW_TTL,
@@ -218,24 +183,27 @@ class Authorizer:
     def authorize(self, user: UserInfo, verb: str, path: str) -> Decision:
         """Whether ``user`` may ``verb`` the non-resource ``path``; raises :class:`ReviewFailed`."""
         groups = user.groups if AUTHENTICATED_GROUP in user.groups else (*user.groups, AUTHENTICATED_GROUP)
-        key = (user.name, user.uid, groups, user.extra, verb, path)
+        extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
+        key = (user.username, user.uid, groups, extra, verb, path)
         cached = self.cache.get(key)
         if cached is not None:
             return cached
         spec: dict[str, Any] = {
-            "user": user.name,
+            "user": user.username,
             "groups": list(groups),
             "nonResourceAttributes": {"path": path, "verb": verb},
         }
         if user.uid:
             spec["uid"] = user.uid
-        if user.extra:
-            spec["extra"] = {k: list(v) for k, v in user.extra}
+        if extra:
+            spec["extra"] = {k: list(v) for k, v in extra}
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
         try:
             answer = self._client.create(review)
-        except (errors.ApiError, errors.TransportError) as exc:
-            raise ReviewFailed(f"SubjectAccessReview failed: {exc}") from exc
+        except errors.ApiError as exc:
+            raise ReviewFailed(f"SubjectAccessReview failed: {exc.status} {exc.reason or 'error'}") from exc
+        except (errors.TransportError, LookupError) as exc:
+            raise ReviewFailed(f"SubjectAccessReview failed: {type(exc).__name__}") from exc
         status = answer.get("status") or {}
         allowed = status.get("allowed") is True and status.get("denied") is not True
         decision = Decision(allowed=allowed, reason=str(status.get("reason") or ""))
@@ -244,7 +212,7 @@ class Authorizer:
 
 
 def authentication_and_authorization(
-    client: ReviewClient,
+    client: TokenReviewer,
     *,
     clock: Clock = REAL_CLOCK,
     authenticator: Authenticator | None = None,
@@ -259,7 +227,7 @@ def authentication_and_authorization(
     def wrap(app: App) -> App:
         def filtered(path: str, query: Mapping[str, list[str]], headers: Mapping[str, str]) -> Response:
             token = bearer_token(headers.get("authorization"))
-            if token is None:
+            if not token:
                 return Response(status=401, body=b"Unauthorized\n")
             try:
                 user = authn.authenticate(token)
@@ -272,11 +240,11 @@ def authentication_and_authorization(
             try:
                 decision = authz.authorize(user, "get", path)
             except ReviewFailed as exc:
-                _log.error("metrics.authorization_failed", user=user.name, error=str(exc))
-                return Response(status=500, body=f"Authorization for user {user.name} failed\n".encode())
+                _log.error("metrics.authorization_failed", user=user.username, error=str(exc))
+                return Response(status=500, body=f"Authorization for user {user.username} failed\n".encode())
             if not decision.allowed:
-                _log.debug("metrics.forbidden", user=user.name, path=path, reason=decision.reason)
-                return Response(status=403, body=f"Authorization denied for user {user.name}\n".encode())
+                _log.debug("metrics.forbidden", user=user.username, path=path, reason=decision.reason)
+                return Response(status=403, body=f"Authorization denied for user {user.username}\n".encode())
             return app(path, query, headers)
 
         return filtered
