@@ -38,9 +38,15 @@ Clients (:mod:`controller.client`, :mod:`controller.transport`, :mod:`controller
     object type and its deep copy :mod:`controller.object`.
     Only :mod:`controller.transport` touches the official ``kubernetes`` package.
 
-Webhooks (:mod:`controller.webhook`, :mod:`controller.certwatcher`, :mod:`controller.tlsconfig`)
+Webhooks (:mod:`controller.webhook`, :mod:`controller.certwatcher`, :mod:`controller.tlsconfig`,
+:mod:`controller.certs`)
     an HTTPS admission webhook server that runs on every replica: AdmissionReview v1 in and out, handlers
-    that allow, deny (403) or patch, certificates reloaded from a directory without a restart, TLS >= 1.2.
+    that allow, deny (403) or patch, certificates reloaded from a directory without a restart, TLS >= 1.2;
+    the certificate rotator that keeps a self-managed CA and serving certificate in a Secret, the
+    directory and the webhook configurations' caBundle.
+
+Authentication (:mod:`controller.authentication`, :mod:`controller.metricsauth`)
+    bearer tokens checked with TokenReviews; the metrics filter adds SubjectAccessReviews and caches.
 
 Logging and metrics (:mod:`controller.logging`, :mod:`controller.metrics`, :mod:`controller.events`,
 :mod:`controller.healthz`)
