@@ -241,6 +241,7 @@ class _Server(ThreadingHTTPServer):
         self._requests_lock = threading.Lock()
         # Request threads not known to have finished, with their connections.
         self._requests: list[tuple[threading.Thread, socket.socket]] = []
+        self._closing = False  # guarded by _requests_lock; set once server_close has taken the list
         super().__init__(address, _RequestHandler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -289,12 +290,19 @@ class _Server(ThreadingHTTPServer):
     def _track(self, conn: socket.socket) -> None:
         current = threading.current_thread()
         with self._requests_lock:
-            self._requests = [(t, conn if t is current else c) for t, c in self._requests]
+            if not self._closing:
+                self._requests = [(t, conn if t is current else c) for t, c in self._requests]
+                return
+        # server_close() has already shut down the plain socket, maybe after it was detached: end the
+        # handshake that would otherwise wait for the read timeout.
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RD)
 
     def server_close(self) -> None:
         super().server_close()
         with self._requests_lock:
             requests, self._requests = self._requests, []
+            self._closing = True
         for thread, conn in requests:
             # Ends a read that is still waiting for the request (an idle or half-open client), so the join
             # below does not wait for the read timeout; a response being written is not affected.
