@@ -372,6 +372,12 @@ class CertRotator:
                 # Another replica wrote first: read what it wrote and decide again.
                 _log.info("certs.secret_write_lost", secret=self._secret_ref, reason=type(exc).__name__)
                 continue
+            except errors.ApiError as exc:
+                # Status and reason only, and deliberately not chained: an API server's message about a
+                # refused Secret may quote what was sent, and this error ends up in a log line.
+                raise RotationError(
+                    f"writing Secret {self._secret_ref}: {exc.status} {exc.reason or 'error'}"
+                ) from None
             with self._lock:
                 self._stats.rotations += 1
             _log.info(

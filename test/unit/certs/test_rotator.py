@@ -22,6 +22,7 @@ from controller.certs.rotator import (
     VALIDATING_WEBHOOK_CONFIGURATION,
     Action,
     CertRotator,
+    RotationError,
     RotatorOptions,
     WebhookConfigurationRef,
     ca_bundle_patch,
@@ -470,3 +471,25 @@ def test_a_failing_pass_is_retried_with_backoff(tmp_path: Path, clock: FakeClock
         _eventually(rotator.ready)
     finally:
         assert rotator.stop(10)
+
+
+def test_a_refused_secret_write_is_reported_without_the_api_servers_message(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    api = FakeAPI()
+
+    def refuse(kind: str) -> None:
+        raise errors.from_status(
+            {
+                "kind": "Status",
+                "code": 422,
+                "reason": "Invalid",
+                "message": "data[tls.key]: -----BEGIN RSA PRIVATE KEY",
+            }
+        )
+
+    api.before_write = refuse
+    with pytest.raises(RotationError) as caught:
+        CertRotator(api, options(tmp_path), clock=clock).refresh()
+    assert str(caught.value) == f"writing Secret {NAMESPACE}/kubeflow-trainer-webhook-cert: 422 Invalid"
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
