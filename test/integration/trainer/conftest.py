@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from controller import envtest
 from controller.client import Client
 from controller.envtest import Binaries, ControlPlane, load_script
 from controller.manager import Manager, ManagerOptions
@@ -44,6 +45,11 @@ class Trainer:
     manager: Manager
     controllers: TrainerControllers
     failures: list[BaseException]
+
+
+def _elected(manager: Manager, failures: list[BaseException]) -> None:
+    assert not failures, failures
+    assert manager.elected, "the manager is not leading yet"
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +96,9 @@ def trainer(service_account_kubeconfig: Path) -> Iterator[Trainer]:
     runner = threading.Thread(target=run, name="test/trainer-manager")
     runner.start()
     try:
+        # Another module's manager (or a test holding the Lease on purpose) may still hold it: the first test
+        # must not spend its own timeout waiting for the election.
+        envtest.eventually(lambda: _elected(manager, failures), timeout=90, interval=0.2)
         yield Trainer(manager=manager, controllers=controllers, failures=failures)
     finally:
         manager.stop()

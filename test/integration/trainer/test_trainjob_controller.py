@@ -653,9 +653,9 @@ def test_23_create_trainjob_with_flux_training_runtime(
         "shared-memory",
         "flux-curve",
     }
-    entrypoint = eventually(lambda: get(client, CONFIGMAP, "alpha-flux-entrypoint", namespace), timeout=10)
+    entrypoint = eventually(lambda: get(client, CONFIGMAP, "alpha-flux-entrypoint", namespace), timeout=30)
     assert {"entrypoint.sh", "init.sh"} <= set(entrypoint["data"])
-    curve = get(client, SECRET, "alpha-flux-curve", namespace)
+    curve = eventually(lambda: get(client, SECRET, "alpha-flux-curve", namespace), timeout=30)
     assert "curve.cert" in curve["data"]
 
 
@@ -765,16 +765,20 @@ def test_a_trainjob_created_before_its_runtime_is_reconciled_when_the_runtime_ap
 def test_a_burst_of_trainjobs_is_reconciled_without_a_single_error(
     trainer: Any, client: Client, namespace: str, eventually: Eventually
 ) -> None:
+    # Upstream reads the JobSet it has just applied from its cache, which has not seen it: about a third of
+    # its reconciles in a burst fail with NotFound. Here the status step reads what the apply returned. The
+    # metric has no namespace, so count the reason only a burst could produce (other modules' TrainJobs fail
+    # for their own reasons meanwhile), and the Warning events of this namespace.
     from controller.metrics import REGISTRY
 
-    def errors() -> float:
+    def status_failures() -> float:
         value = REGISTRY.get_sample_value(
-            "controller_runtime_reconcile_errors_total", {"controller": "trainjob_controller"}
+            "kubeflow_trainer_reconcile_failures_total", {"reason": "JobSetStatusFailed"}
         )
         return value or 0.0
 
     _create(client, torch_runtime(namespace))
-    before = errors()
+    before = status_failures()
     names = [f"burst-{i}" for i in range(30)]
     for name in names:
         _create(client, trainjob(namespace, name, "alpha", trainer={"numNodes": 2}))
@@ -784,7 +788,9 @@ def test_a_burst_of_trainjobs_is_reconciled_without_a_single_error(
         assert set(names) <= have, sorted(set(names) - have)
 
     eventually(all_jobsets, timeout=60, interval=0.5)
-    assert errors() == before
+    assert status_failures() == before
+    warnings = [e["message"] for e in client.list(EVENT, namespace).items if e["type"] == "Warning"]
+    assert warnings == []
 
 
 def test_an_unsupported_runtime_kind_is_a_persisted_failure(
