@@ -11,6 +11,7 @@ the server, not on Helm's output:
 - the release record (the Secret ``sh.helm.release.v1.<release>.v1``: the gzipped chart and rendered
   manifest) fits the 1 MiB limit on a Secret's data, with the CRDs stored once (in the chart); the three
   CRDs alone as templates (stored twice, in the chart and in the manifest) make a record half again as large;
+- ``helm upgrade`` leaves the certificates the rotator wrote into the shipped-empty Secret alone;
 - ``helm uninstall`` deletes every templated object and keeps the CRDs (and so every TrainJob).
 
 The manager does not run (Tier 1 has no kubelet); the Deployment is only created.
@@ -178,6 +179,26 @@ def test_the_release_record_fits_a_secret_and_templated_crds_would_make_it_half_
     done = helm("uninstall", "templated-crds", "--namespace", "templated-crds", "--wait")
     assert done.returncode == 0, done.stderr
     assert "templated.example.com" not in kubectl("get", "crd", "-o", "name").stdout
+
+
+def test_an_upgrade_keeps_the_certificates_the_rotator_wrote(
+    installed: subprocess.CompletedProcess[str], helm: Run, kubectl: Run
+) -> None:
+    assert installed.returncode == 0, installed.stderr
+    # What the rotator does (an update of the data, as another field manager), then a values change.
+    pem = base64.b64encode(b"not really a certificate").decode()
+    patch = json.dumps({"data": {"tls.crt": pem, "tls.key": pem, "ca.crt": pem}})
+    done = kubectl("-n", NAMESPACE, "patch", "secret", "kubeflow-trainer-webhook-cert", "-p", patch)
+    assert done.returncode == 0, done.stderr
+    done = helm(
+        "upgrade", RELEASE, str(_binary.CHART), "--namespace", NAMESPACE, "--reuse-values",
+        "--set", "manager.replicas=2",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    deployment = get_json(kubectl, "-n", NAMESPACE, "deployment", "kubeflow-trainer-controller-manager")
+    assert deployment["spec"]["replicas"] == 2
+    secret = get_json(kubectl, "-n", NAMESPACE, "secret", "kubeflow-trainer-webhook-cert")
+    assert secret["data"] == {"tls.crt": pem, "tls.key": pem, "ca.crt": pem}
 
 
 def test_uninstall_deletes_every_templated_object_and_keeps_the_crds(

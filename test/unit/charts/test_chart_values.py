@@ -4,6 +4,7 @@ Configuration is one the manager loads (``controller.trainer.config.parse_config
 from __future__ import annotations
 
 import subprocess
+import tarfile
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -97,6 +98,26 @@ def test_crds_and_runtime_files_link_exactly_the_files_of_config() -> None:
         assert sorted(p.name for p in directory.iterdir()) == expected
         for link in directory.iterdir():
             assert link.is_symlink() and link.resolve() == (target / link.name).resolve(), link
+
+
+def test_a_packaged_chart_carries_the_linked_files_and_renders_the_same(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    done = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (archive,) = tmp_path.glob("*.tgz")
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        crd = "kubeflow-trainer-py/crds/trainer.kubeflow.org_trainjobs.yaml"
+        assert members[crd].isfile()
+        packed = tar.extractfile(members[crd])
+        assert packed is not None
+        assert packed.read() == (ROOT / "config" / "crd" / "trainer.kubeflow.org_trainjobs.yaml").read_bytes()
+    args = ("--namespace", "kubeflow-system", "--include-crds", "--set", "runtimes.defaultEnabled=true")
+    from_archive = helm("template", "kubeflow-trainer", str(archive), *args)
+    from_directory = helm("template", "kubeflow-trainer", str(CHART), *args)
+    assert from_archive.returncode == from_directory.returncode == 0, from_archive.stderr
+    assert from_archive.stdout == from_directory.stdout
 
 
 def test_image_replicas_resources_and_scheduling_reach_the_deployment(template: Template) -> None:
