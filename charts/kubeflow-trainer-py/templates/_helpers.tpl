@@ -7,6 +7,8 @@ find these objects by name (values.yaml says why), and they equal config/'s.
 {{- define "trainer.configMapName" -}}kubeflow-trainer-config{{- end -}}
 {{- define "trainer.certSecretName" -}}kubeflow-trainer-webhook-cert{{- end -}}
 {{- define "trainer.publicName" -}}kubeflow-trainer-public{{- end -}}
+{{- /* The cert-manager Certificate, named as docs/certificates.md names it. */ -}}
+{{- define "trainer.certificateName" -}}kubeflow-trainer-webhook{{- end -}}
 
 {{- /* The labels config/ puts on everything, then Helm's own (not on selectors). */ -}}
 {{- define "trainer.helmLabels" -}}
@@ -64,7 +66,7 @@ app.kubernetes.io/part-of: kubeflow
 {{- define "trainer.webhookAnnotations" -}}
 {{- if eq (include "trainer.certMode" .) "cert-manager" }}
 annotations:
-  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "trainer.name" . }}
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "trainer.certificateName" . }}
 {{- end }}
 {{- end -}}
 

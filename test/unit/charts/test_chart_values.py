@@ -259,7 +259,9 @@ def test_cert_manager_issues_the_certificate_the_manager_mounts_and_injects_its_
 ) -> None:
     objects = template(CERT_MANAGER)
     certificate = one(objects, "Certificate")
+    assert certificate["metadata"]["name"] == "kubeflow-trainer-webhook"  # as docs/certificates.md
     assert certificate["spec"]["secretName"] == "kubeflow-trainer-webhook-cert"
+    assert certificate["spec"]["privateKey"] == {"rotationPolicy": "Always"}
     assert "kubeflow-trainer-controller-manager.kubeflow-system.svc" in certificate["spec"]["dnsNames"]
     assert certificate["spec"]["issuerRef"] == {
         "kind": "Issuer",
@@ -268,7 +270,7 @@ def test_cert_manager_issues_the_certificate_the_manager_mounts_and_injects_its_
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         annotations = one(objects, kind)["metadata"]["annotations"]
         assert annotations == {
-            "cert-manager.io/inject-ca-from": "kubeflow-system/kubeflow-trainer-controller-manager"
+            "cert-manager.io/inject-ca-from": "kubeflow-system/" + certificate["metadata"]["name"]
         }
 
 
