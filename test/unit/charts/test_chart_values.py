@@ -72,6 +72,29 @@ def test_helm_lint_strict_accepts_the_values(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+REFUSED = {
+    "a misspelt key": ({"manager": {"replica": 2}}, "additional properties 'replica' not allowed"),
+    "a misspelt section": ({"serviceMonitors": {"enabled": True}}, "additional properties 'serviceMonitors'"),
+    "an unknown failure policy": (
+        {"webhook": {"failurePolicy": "Never"}},
+        "value must be one of 'Fail', 'Ignore'",
+    ),
+    "a string for a count": (
+        {"manager": {"config": {"controller": {"groupKindConcurrency": {"trainJob": "5"}}}}},
+        "/manager/config/controller/groupKindConcurrency/trainJob",
+    ),
+}
+
+
+@pytest.mark.parametrize(("values", "message"), REFUSED.values(), ids=REFUSED.keys())
+def test_values_schema_refuses(
+    values: dict[str, Any], message: str, lint: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    done = lint(values)
+    assert done.returncode != 0
+    assert message in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
 def test_the_manager_loads_the_rendered_configuration(values: dict[str, Any], template: Template) -> None:
     manager_configuration(template(values))
