@@ -33,6 +33,7 @@
 #                      release publishes no image for it, pick one from its release notes)
 #   KIND_EXPERIMENTAL_PROVIDER=podman  is passed through to kind, and selects podman for the build
 #   PYTEST_ARGS        extra pytest arguments for step 6, e.g. "-k webhook -x"
+#   TRAINER_SERVING_TIMEOUT  seconds step 5 waits for our webhook to answer (default 300)
 #
 # Needs Docker or Podman, Go (to install kind; the suite also reads the scheduler-plugins PodGroup CRD from the
 # Go module cache), Python >= 3.11 (`make venv`), and network access to the image registries, to PyPI for the
@@ -61,6 +62,9 @@ jobset_manifest="https://github.com/kubernetes-sigs/jobset/releases/download/$JO
 manager_namespace=kubeflow-system
 manager_deployment=kubeflow-trainer-controller-manager
 placeholder_image=ghcr.io/example/kubeflow-trainer-py
+
+# Everything below writes progress to stderr; stdout carries only the exports of --no-test, for eval.
+exec 3>&1 1>&2
 
 die() { echo "e2e-setup-kind: error: $*" >&2; exit 1; }
 say() { echo "e2e-setup-kind: $*" >&2; }
@@ -104,7 +108,7 @@ command -v "$engine" >/dev/null 2>&1 \
 "$engine" info >/dev/null 2>&1 || die "the $engine engine is not reachable (is the daemon running?)"
 
 say "preparing the virtualenv (make venv)"
-make -C "$repo" --no-print-directory venv >&2
+make -C "$repo" --no-print-directory venv
 ensure_kind
 mkdir -p "$artifacts"
 
@@ -116,7 +120,7 @@ trap on_failure ERR
 
 # 1. The manager image.
 say "building $trainer_image from $repo/Dockerfile"
-"$engine" build --tag "$trainer_image" "$repo" >&2
+"$engine" build --tag "$trainer_image" "$repo"
 
 # 2. The cluster, with the image loaded into every node.
 if cluster_exists; then
@@ -168,18 +172,20 @@ say "waiting for JobSet and the Trainer manager"
 # A new image under the same tag needs new pods; a no-op on a fresh install.
 "$kubectl" -n "$manager_namespace" rollout restart "deployment/$manager_deployment"
 "$kubectl" -n "$manager_namespace" rollout status "deployment/$manager_deployment" --timeout=5m
-"$python" "$here/e2e_paths.py" wait-serving --flavour kind --kubeconfig "$kubeconfig" --timeout 300
+"$python" "$here/e2e_paths.py" wait-serving --flavour kind --kubeconfig "$kubeconfig" \
+  --timeout "${TRAINER_SERVING_TIMEOUT:-300}"
 
 trap - ERR
 say "cluster $name is ready; the manager's log: $kubectl -n $manager_namespace logs deployment/$manager_deployment"
 if [[ $run_tests -eq 0 ]]; then
-  echo "export KUBECONFIG=$kubeconfig"
-  echo "export E2E_CLUSTER=kind"
+  echo "export KUBECONFIG=$kubeconfig" >&3
+  echo "export E2E_CLUSTER=kind" >&3
   exit 0
 fi
 
-# 6. The same suite as on kwok.
+# 6. The same suite as on kwok, its report on stdout.
 say "running test/e2e against $name"
+exec 1>&3
 cd "$repo"
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of arguments, split on purpose
 E2E_CLUSTER=kind KUBECONFIG="$kubeconfig" "$python" -m pytest test/e2e ${PYTEST_ARGS:-}
