@@ -37,7 +37,9 @@ def test_bind_addresses_resolve(address: str, environ: dict[str, str], resolved:
     assert resolve_bind_address("metrics.bindAddress", address, environ) == resolved
 
 
-@pytest.mark.parametrize("address", ["0.0.0.0:8443", "[::]:8443", ":::8443", "[::0]:8443", "0:8443", "0.0:8443"])
+@pytest.mark.parametrize(
+    "address", ["0.0.0.0:8443", "[::]:8443", ":::8443", "[::0]:8443", "0:8443", "0.0:8443"]
+)
 def test_every_interface_is_refused_naming_the_field(address: str) -> None:
     with pytest.raises(ServingError) as info:
         resolve_bind_address("metrics.bindAddress", address, {})
