@@ -1290,6 +1290,9 @@ def wait_for_jobset(client: Client, namespace: str, name: str, *, timeout: float
 # JobSet controller it outlives the command that started it; `down` stops it.
 
 MANAGER_CONFIG = REPO / "config" / "manager" / "controller_manager_config.yaml"
+LOCAL_INSTALL = REPO / "config" / "local"
+"""The kustomize overlay for a manager outside the cluster: CRDs, RBAC, ServiceAccount, public ConfigMap."""
+MANAGER_SERVICE_ACCOUNT = "kubeflow-trainer-controller-manager"
 MANAGER_NAMESPACE = "kubeflow-system"
 """Where the manager's Lease lives (and, installed in a cluster, the manager itself)."""
 
@@ -1422,16 +1425,60 @@ def trainer_webhook_configurations(port: int, ca_bundle: bytes) -> list[dict[str
     return list(configurations.values())
 
 
+def install_for_local_manager(state: ClusterState, *, timeout: float = 60.0) -> list[str]:
+    """``kubectl apply --server-side -k config/local``: the CRDs, the manager's namespace, ServiceAccount and
+    RBAC, and the public ConfigMap, as the shipped manifests install them (without the Deployment and the
+    Service-addressed webhooks); and scheduler-plugins' PodGroup CRD, so CoScheduling runtimes work (the
+    manager watches PodGroups only when their CRD is installed before it starts, as upstream). Waits until
+    the CRDs are Established; returns the Trainer CRDs' names."""
+    kubectl = state.kubectl_runner()
+    apply = ("apply", "--server-side", "--force-conflicts", f"--field-manager={INSTALL_FIELD_MANAGER}")
+    kubectl(*apply, "-k", str(LOCAL_INSTALL), timeout=120.0)
+    kubectl(*apply, "-f", str(scheduler_plugins_podgroup_crd()), timeout=120.0)
+    crds = read_manifests(TRAINER_CRD_DIR, ("CustomResourceDefinition",))
+    names = [crd["metadata"]["name"] for crd in crds]
+    for name in [*names, "podgroups.scheduling.x-k8s.io"]:
+        kubectl("wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", f"crd/{name}",
+                timeout=timeout + 10)  # fmt: skip
+    return names
+
+
+def service_account_kubeconfig(state: ClusterState, path: Path, *, hours: int = 24) -> Path:
+    """A kubeconfig that authenticates as the manager's ServiceAccount (a TokenRequest token valid for
+    ``hours``), on the cluster's server and CA: the manager runs with the shipped RBAC, not as admin."""
+    token = state.kubectl_runner()(
+        "create", "token", MANAGER_SERVICE_ACCOUNT, "-n", MANAGER_NAMESPACE, f"--duration={hours}h"
+    ).strip()
+    admin = yaml.safe_load(Path(state.kubeconfig).read_text())
+    user = f"system:serviceaccount:{MANAGER_NAMESPACE}:{MANAGER_SERVICE_ACCOUNT}"
+    context = admin["contexts"][0]["context"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": context["cluster"], "user": user}}],
+        "current-context": user,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
 def start_manager(
     state: ClusterState, *, feature_gates: str = "", timeout: float = 60.0, log_level: str = "info"
 ) -> ManagerProcess:
-    """(Re)start the manager for the cluster, wait until it is ready (caches synced, webhook server up), and
-    register its admission webhooks with the API server by URL.
+    """(Re)start the manager for the cluster as its ServiceAccount, wait until it is ready (caches synced,
+    webhook server up), and register its admission webhooks with the API server by URL.
 
-    A manager already running for this cluster is stopped first, so the code it runs is the current one. Its
-    webhook server gets a serving certificate for 127.0.0.1 from a throwaway CA (certificate management is
-    off: the in-cluster rotator's certificates name the Service, which a host process does not have).
+    Installs what it needs first (``install_for_local_manager``: the CRDs, the ServiceAccount and its RBAC;
+    idempotent). A manager already running for this cluster is stopped first, so the code it runs is the
+    current one. Its webhook server gets a
+    serving certificate for 127.0.0.1 from a throwaway CA (certificate management is off: the in-cluster
+    rotator's certificates name the Service, which a host process does not have).
     """
+    install_for_local_manager(state)
     stop_manager(state.name)
     directory = Path(state.own_dir) / "manager"
     directory.mkdir(parents=True, exist_ok=True)
@@ -1446,11 +1493,12 @@ def start_manager(
     config["certManagement"]["enable"] = False
     config["leaderElection"]["resourceNamespace"] = MANAGER_NAMESPACE
     config_path = _write_yaml(directory / "config.yaml", [config])
+    kubeconfig = service_account_kubeconfig(state, directory / "kubeconfig")
     log = directory / "manager.log"
     argv = [
         str(manager_binary()),
         f"--config={config_path}",
-        f"--kubeconfig={state.kubeconfig}",
+        f"--kubeconfig={kubeconfig}",
         f"--webhook-cert-dir={cert_dir}",
         f"--zap-log-level={log_level}",
     ]
@@ -1576,21 +1624,21 @@ def demo(name: str = DEFAULT_NAME) -> None:
 
     client = connect(state)
     try:
-        print("\n== Trainer API (server-side apply)")
-        started = time.monotonic()
-        crds = install_crds(client, [TRAINER_CRD_DIR])
+        print("\n== Trainer API and the manager's RBAC (kubectl apply --server-side -k config/local)")
+        crds = install_for_local_manager(state)
         print(f"CRDs Established: {', '.join(crds)}")
+        account = f"{MANAGER_NAMESPACE}/{MANAGER_SERVICE_ACCOUNT}"
+        print(f"ServiceAccount {account} with the shipped ClusterRole and Roles")
 
         print("\n== The Trainer controller manager")
-        for ns in (MANAGER_NAMESPACE, namespace):
-            with contextlib.suppress(AlreadyExists):
-                client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        with contextlib.suppress(AlreadyExists):
+            client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         started = time.monotonic()
         manager = start_manager(state)
         print(
-            f"trainer-controller-manager pid {manager.pid}: ready in {time.monotonic() - started:.1f} s "
-            f"(caches synced; leader of Lease {MANAGER_NAMESPACE}/trainer.kubeflow.org); its admission "
-            "webhooks are registered"
+            f"trainer-controller-manager pid {manager.pid}: ready in {time.monotonic() - started:.1f} s, "
+            f"authenticated as its ServiceAccount (caches synced; leader of Lease "
+            f"{MANAGER_NAMESPACE}/trainer.kubeflow.org); its admission webhooks are registered"
         )
         print(f"log: {manager.log}")
 
@@ -1763,12 +1811,14 @@ __all__ = [
     "down",
     "env_lines",
     "install_crds",
+    "install_for_local_manager",
     "install_runtimes",
     "install_trainer",
     "is_healthy",
     "locate_binaries",
     "read_manifests",
     "scheduler_plugins_podgroup_crd",
+    "service_account_kubeconfig",
     "start_manager",
     "stop_manager",
     "up",
