@@ -17,8 +17,11 @@ ECHO_LIMIT = 200
 """The most characters of one value a message repeats."""
 
 
-def elide(text: str, limit: int = ECHO_LIMIT) -> str:
-    """`text`, or its first `limit` characters + `… (N characters)` when it is longer."""
+def elide(text: object, limit: int = ECHO_LIMIT) -> str:
+    """`text`, or its first `limit` characters + `… (N characters)` when it is longer. A value that is not a
+    string (a field a tenant set to null or a number) is echoed as its `str`."""
+    if not isinstance(text, str):
+        text = str(text)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text)} characters)"

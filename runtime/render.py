@@ -141,6 +141,9 @@ STDIN = "-"
 """The path that means standard input, as with `kubectl apply -f -`."""
 
 MAX_INPUT_BYTES = 32 * 2**20
+MAX_INPUT_NODES = 250_000
+"""The most YAML nodes one input may decode to (aliases expanded): a runtime has hundreds, a directory of them
+thousands; decoding costs about 12 µs a node, so this bounds a hostile input's time to a few seconds."""
 """The most one input file (or stdin) may hold: the Trainer CRDs, the largest inputs, are under 1 MiB."""
 
 
@@ -242,7 +245,7 @@ def load_documents(
             skipped.append(f"{exc.title}: skipped")
             continue
         try:
-            loaded = [d for d in kubeyaml.load_all(text) if d is not None]
+            loaded = [d for d in kubeyaml.load_all(text, max_nodes=MAX_INPUT_NODES) if d is not None]
         except kubeyaml.YAMLInputError as exc:
             raise RenderError(f"{name}: invalid YAML: {exc}") from exc
         for index, obj in enumerate(loaded, start=1):
@@ -667,6 +670,12 @@ def _runtime_documents(
                 f"--runtime {'<stdin>' if str(path) == STDIN else path}: no {kinds} "
                 f"({constants.API_VERSION}) found",
                 [f"found {_summary(documents)}", *(skipped or ())],
+            )
+        if skipped is not None:  # beside runtimes, a document of another kind (or version) is skipped: say so
+            skipped.extend(
+                f"{d.source}: skipped {elide(d.describe())}: not a {constants.API_VERSION} runtime"
+                for d in documents
+                if not _is_runtime(d) and d.kind != "Kustomization"
             )
         runtimes.extend(found)
     return runtimes

@@ -159,7 +159,7 @@ def _metadata_errors(metadata: Any) -> list[str]:
     errors = [
         f"metadata.{key}: expected string, found {json_type(metadata[key])}"
         for key in ("name", "namespace", "uid")
-        if metadata.get(key) is not None and not isinstance(metadata[key], str)
+        if key in metadata and not isinstance(metadata[key], str)
     ]
     for key in ("labels", "annotations"):
         items = metadata.get(key)

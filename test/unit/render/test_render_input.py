@@ -441,3 +441,24 @@ def test_json_input_reads_like_yaml(tmp_path: Path) -> None:
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"n": "1e1"}}
     (document,) = load_documents(_write(tmp_path, "x.json", json.dumps(obj)))
     assert document.obj == obj
+
+
+def test_a_document_of_another_version_beside_runtimes_is_reported_as_skipped(tmp_path: Path) -> None:
+    runtimes = tmp_path / "runtimes"
+    runtimes.mkdir()
+    shipped = (ROOT / "config" / "runtimes" / "torch-distributed.yaml").read_text()
+    (runtimes / "old.yaml").write_text(
+        shipped.replace("trainer.kubeflow.org/v1alpha1", "trainer.kubeflow.org/v1")
+    )
+    (runtimes / "jax.yaml").write_text((ROOT / "config" / "runtimes" / "jax-distributed.yaml").read_text())
+    code, _, err = _run(_write(tmp_path, "trainjob.yaml", TRAINJOB), "-r", runtimes)
+    assert code == 2  # torch-distributed is not found, and the warning says why
+    assert f'{runtimes / "old.yaml"}: skipped ClusterTrainingRuntime "torch-distributed"' in err
+    assert "not a trainer.kubeflow.org/v1alpha1 runtime" in err
+
+
+def test_an_input_that_decodes_to_too_many_nodes_is_refused_quickly(tmp_path: Path) -> None:
+    many = _write(tmp_path, "many.yaml", "items: [" + ",".join(["1"] * 300_000) + "]\n")
+    code, _, err = _run(_write(tmp_path, "trainjob.yaml", TRAINJOB), "-r", many)
+    assert code == 2
+    assert "more than 250000 nodes" in err

@@ -126,6 +126,14 @@ TAMPERED: dict[str, tuple[Any, str]] = {
         RUNTIME.replace("name: test-runtime", "name: " + "n" * (1 << 19)),
         f"({1 << 19} characters)",
     ),
+    "a null name": (
+        RUNTIME.replace("name: test-runtime", "name: null"),
+        "metadata.name: expected string, found null",
+    ),
+    "a numeric namespace": (
+        RUNTIME.replace("namespace: default", "namespace: 7"),
+        "metadata.namespace: expected string, found integer",
+    ),
     "an infinity": (RUNTIME.replace("numNodes: 1", "numNodes: .inf"), "+Inf is not a JSON number"),
     "a recursive anchor": ("a: &a [*a]\n", "value contains itself"),
 }
