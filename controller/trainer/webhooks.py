@@ -48,7 +48,7 @@ from controller.clock import REAL_CLOCK, Clock
 from controller.manager import Manager
 from controller.tlsconfig import TLSOptions
 from controller.trainer.config import Configuration
-from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
+from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB
 from controller.trainer.reader import CacheReader
 from controller.webhook import (
     DEFAULT_CERT_DIR,
@@ -183,6 +183,9 @@ class ClusterTrainingRuntimeValidator(Handler):
         return _verdict(validate_cluster_training_runtime(new, old))
 
 
+_VALIDATION_KINDS = frozenset({TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, JOBSET})
+
+
 def setup_webhooks(
     manager: Manager,
     registry: RuntimeRegistry,
@@ -197,20 +200,20 @@ def setup_webhooks(
 
     `bind_address` defaults to `config.webhook.host:port` with an empty host read as `127.0.0.1` (the entry
     point resolves it against the Pod IP first). `reader` defaults to a `CacheReader` over the manager's
-    cache for the TrainJob and runtime kinds (pass `setup_with_manager(...).reader` to share the
+    cache for the TrainJob, runtime and JobSet kinds (pass `setup_with_manager(...).reader` to share the
     controllers'). The runtime informers are created here, so the cache syncs them before the server starts.
     """
     cache = manager.cache
-    for gvk in (TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME):
+    # What validation reads: the runtimes, TrainJobs, and JobSets (runtime patches may change only while no
+    # replicated job is active). The manager's RBAC grants these kinds list/watch, not get: read them cached.
+    for gvk in _VALIDATION_KINDS:
         cache.get_informer(gvk, block_until_synced=False)
     if reader is None:
         from controller.cache import InformerCache  # noqa: PLC0415 - only needed for this default
 
         if not isinstance(cache, InformerCache):
             raise TypeError("setup_webhooks needs a reader, or the manager's InformerCache to build one")
-        reader = CacheReader(
-            cache, manager.client, cached={TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME}
-        )
+        reader = CacheReader(cache, manager.client, cached=_VALIDATION_KINDS)
     if bind_address is None:
         bind_address = f"{config.webhook.host or '127.0.0.1'}:{config.webhook.port}"
     tls = TLSOptions(

@@ -164,7 +164,10 @@ def client(kubeconfig: Path) -> Iterator[Client]:
 
 @pytest.fixture(scope="module")
 def webhooks(
-    control_plane: ControlPlane, client: Client, tmp_path_factory: pytest.TempPathFactory
+    control_plane: ControlPlane,
+    client: Client,
+    service_account_kubeconfig: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhooks]:
     cert_dir = tmp_path_factory.mktemp("serving-certs")
     ca = CertificateAuthority.new("webhook-test-ca")
@@ -173,8 +176,9 @@ def webhooks(
     options = ManagerOptions(
         health_probe_bind_address="127.0.0.1:0", metrics_bind_address="0", by_object=cache_by_object(registry)
     )
+    # As the manager's ServiceAccount with the shipped RBAC: the webhooks read runtimes and snapshots with it.
     manager = Manager.from_kubeconfig(
-        str(control_plane.kubeconfig), options=options, user_agent="trainer-webhooks"
+        str(service_account_kubeconfig), options=options, user_agent="trainer-webhooks"
     )
     server = setup_webhooks(manager, registry, Configuration(), bind_address="127.0.0.1:0", cert_dir=cert_dir)
     failures: list[BaseException] = []
