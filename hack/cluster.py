@@ -1286,8 +1286,8 @@ def wait_for_jobset(client: Client, namespace: str, name: str, *, timeout: float
 #
 # `make demo` runs the real controller: `trainer-controller-manager` (this package's console script) as a
 # process of its own on the host, with the shipped configuration except for its bind addresses (free
-# loopback ports) and the Lease's namespace, authenticated with the cluster's admin kubeconfig. Like the
-# JobSet controller it outlives the command that started it; `down` stops it.
+# loopback ports), the Lease's namespace and certificate management (off), authenticated as its
+# ServiceAccount. Like the JobSet controller it outlives the command that started it; `down` stops it.
 
 MANAGER_CONFIG = REPO / "config" / "manager" / "controller_manager_config.yaml"
 LOCAL_INSTALL = REPO / "config" / "local"
