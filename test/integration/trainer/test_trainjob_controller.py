@@ -883,6 +883,7 @@ def test_a_steady_state_reconcile_makes_no_write(  # noqa: PLR0917 - fixtures an
         if suspend:
             assert conditions(got)
         trainer.controllers.trainjob.reconcile(Request(namespace=namespace, name="alpha"))
+        events_before = _events(client, namespace)
         before = _apiserver_writes(control_plane)
         for _ in range(3):
             trainer.controllers.trainjob.reconcile(Request(namespace=namespace, name="alpha"))
@@ -891,12 +892,19 @@ def test_a_steady_state_reconcile_makes_no_write(  # noqa: PLR0917 - fixtures an
             k: after[k] - before.get(k, 0) for k in after if k in _WATCHED and after[k] != before.get(k, 0)
         }
         assert ours == {}
+        assert _events(client, namespace) == events_before
 
     eventually(settled, timeout=20)
 
 
 _WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE", "CREATE", "UPDATE")
-_WATCHED = {"jobsets", "configmaps", "secrets", "trainjobs", "trainjobs/status", "podgroups", "events"}
+_WATCHED = {"jobsets", "configmaps", "secrets", "trainjobs", "trainjobs/status", "podgroups"}
+# Not "events": earlier tests' TrainJobs keep failing in Terminating namespaces, and the recorder's patches of
+# their existing events succeed there. This test's own events are compared in its namespace instead.
+
+
+def _events(client: Client, namespace: str) -> dict[str, int]:
+    return {e["metadata"]["name"]: e.get("count", 1) for e in client.list(EVENT, namespace).items}
 
 
 def test_no_configmap_or_secret_without_our_label_enters_the_cache(
