@@ -83,8 +83,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -121,6 +119,7 @@ from controller.webhook.server import (
     CertSource,
     _RequestHandler,
     _TLSServer,
+    dial_tls,
 )
 from runtime.api import constants
 from runtime.plugins.trainjobstatus import token_audience
@@ -674,18 +673,7 @@ class StatusServer:
         return True
 
     def _dial(self) -> None:
-        host, port = self.address
-        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        client.check_hostname = False
-        client.verify_mode = ssl.CERT_NONE
-        try:
-            with (
-                socket.create_connection((host, port), timeout=_DIAL_TIMEOUT) as raw,
-                client.wrap_socket(raw),
-            ):
-                pass
-        except OSError as exc:
-            raise RuntimeError(f"status server is not reachable: {exc}") from exc
+        dial_tls(self.address, "status server", _DIAL_TIMEOUT)
 
     def _started(self) -> bool:
         with self._lock:

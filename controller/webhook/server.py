@@ -81,6 +81,19 @@ MAX_CONNECTIONS = 32
 _STARTED_DIAL_TIMEOUT = 10.0
 
 
+def dial_tls(address: tuple[str, int], what: str, timeout: float = _STARTED_DIAL_TIMEOUT) -> None:
+    """Complete a TLS handshake with a server of this process (certificate not verified: only that it
+    answers), for readiness checks; raises RuntimeError naming ``what`` when it does not."""
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(address, timeout=timeout) as raw, client.wrap_socket(raw):
+            pass
+    except OSError as exc:
+        raise RuntimeError(f"{what} is not reachable: {exc}") from exc
+
+
 class WebhookServerError(RuntimeError):
     """The server cannot be configured or started (a duplicate path, an address it may not bind)."""
 
@@ -486,18 +499,7 @@ class WebhookServer:
                 raise RuntimeError("webhook server has not been started yet")
             if not self.certs.ready():
                 raise RuntimeError("certificates are not ready")
-            host, port = self.address
-            client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            client.check_hostname = False
-            client.verify_mode = ssl.CERT_NONE
-            try:
-                with (
-                    socket.create_connection((host, port), timeout=_STARTED_DIAL_TIMEOUT) as raw,
-                    client.wrap_socket(raw),
-                ):
-                    pass
-            except OSError as exc:
-                raise RuntimeError(f"webhook server is not reachable: {exc}") from exc
+            dial_tls(self.address, "webhook server")
 
         return check
 
