@@ -2,7 +2,8 @@
 # Build the control-plane binaries the tests run against, from pinned Go modules.
 #
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
-#   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm)
+#   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
+#                                     kueue, trainer)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -32,10 +33,17 @@ etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
 kwok_dir="$cache/bin/kwok-$KWOK_VERSION"
 jobset_dir="$cache/bin/jobset-$JOBSET_VERSION"
 helm_dir="$cache/bin/helm-$HELM_VERSION"
+kueue_dir="$cache/bin/kueue-$KUEUE_VERSION"
+# Upstream's Go controller, the baseline of the benchmarks and of the take-over tests.
+trainer_dir="$cache/bin/trainer-$TRAINER_VERSION"
+
+print_dirs() {
+  printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\nKUEUE_BIN=%s\nTRAINER_BIN=%s\n' \
+    "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir" "$kueue_dir" "$trainer_dir"
+}
 
 if [[ "${1:-}" == "--print" ]]; then
-  printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\n' \
-    "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir"
+  print_dirs
   exit 0
 fi
 
@@ -136,10 +144,22 @@ build_helm() {  # only the helm command: no race detector, no other binaries of 
     -o "$OUT/helm" helm.sh/helm/v4/cmd/helm
 }
 
+build_kueue() {
+  cd "$here/tools/kueue"
+  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \
+    -o "$OUT/kueue" sigs.k8s.io/kueue/cmd/kueue
+}
+
+build_trainer() {  # upstream Kubeflow Trainer's controller manager, unmodified
+  cd "$here/tools/trainer"
+  go build -trimpath -ldflags "-s -w" -o "$OUT/trainer-controller-manager" \
+    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+}
+
 # Components named on the command line, or all of them.
-only=" ${*:-etcd kubernetes kwok jobset helm} "
+only=" ${*:-etcd kubernetes kwok jobset helm kueue trainer} "
 for n in "$@"; do
-  case $n in etcd|kubernetes|kwok|jobset|helm) ;; *) die "unknown component $n" ;; esac
+  case $n in etcd|kubernetes|kwok|jobset|helm|kueue|trainer) ;; *) die "unknown component $n" ;; esac
 done
 wanted() { [[ $only == *" $1 "* ]]; }
 
@@ -150,6 +170,8 @@ wanted kubernetes && ! complete "$k8s_dir" kube-apiserver kube-controller-manage
 wanted kwok && ! complete "$kwok_dir" kwok kwokctl && need+=(kwok)
 wanted jobset && ! complete "$jobset_dir" jobset && need+=(jobset)
 wanted helm && ! complete "$helm_dir" helm && need+=(helm)
+wanted kueue && ! complete "$kueue_dir" kueue && need+=(kueue)
+wanted trainer && ! complete "$trainer_dir" trainer-controller-manager && need+=(trainer)
 
 if (( ${#need[@]} )); then
   preflight
@@ -160,8 +182,9 @@ if (( ${#need[@]} )); then
       kwok) build kwok "$kwok_dir" build_kwok ;;
       jobset) build jobset "$jobset_dir" build_jobset ;;
       helm) build helm "$helm_dir" build_helm ;;
+      kueue) build kueue "$kueue_dir" build_kueue ;;
+      trainer) build trainer "$trainer_dir" build_trainer ;;
     esac
   done
 fi
-printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\n' \
-  "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir"
+print_dirs

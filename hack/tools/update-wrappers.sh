@@ -5,7 +5,7 @@
 # Why wrappers: k8s.io/kubernetes replaces every staging module with a local path,
 # so `go install k8s.io/kubernetes/cmd/...@v` is refused; a wrapper requires it and
 # points each staging module at its published v0.Y.Z. etcd's server module has replace
-# directives too. kwok, jobset and helm need none, but a wrapper pins their go.sum here as well.
+# directives too. kwok, jobset, helm, kueue and trainer need none, but a wrapper pins their go.sum here as well.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../versions.env"
@@ -42,6 +42,15 @@ cd "$here/jobset" && go get -tool "sigs.k8s.io/jobset@$JOBSET_VERSION" && go mod
 # helm: only the helm command is built (hack/build-binaries.sh); the wrapper pins its go.sum.
 fresh "$here/helm" github.com/kubeflow-trainer-py/hack/tools/helm
 cd "$here/helm" && go get -tool "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" && go mod tidy
+
+# Kueue: its manager (cmd/kueue), run on the host for the e2e tests of the TrainJob integration.
+fresh "$here/kueue" github.com/kubeflow-trainer-py/hack/tools/kueue
+cd "$here/kueue" && go get -tool "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" && go mod tidy
+
+# Upstream Kubeflow Trainer's controller manager: the baseline of the benchmarks and take-over tests.
+# Its go.mod has no replace directives, so the wrapper only pins the go.sum.
+fresh "$here/trainer" github.com/kubeflow-trainer-py/hack/tools/trainer
+cd "$here/trainer" && go get -tool "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager@$TRAINER_VERSION" && go mod tidy
 
 # Third-party CRDs are read from the module cache at run time; a go.mod here records
 # the versions so `go mod download` fetches exactly these.
