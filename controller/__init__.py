@@ -53,6 +53,10 @@ Logging and metrics (:mod:`controller.logging`, :mod:`controller.metrics`, :mod:
     structlog configured by the entry point only; controller-runtime's Prometheus names, labels and
     buckets; core/v1 Events; ``/healthz`` and ``/readyz``.
 
+HTTP serving (:mod:`controller.httpserver`)
+    the one HTTP(S) server under the webhook, status, probe and metrics servers: connections capped,
+    header and body deadlines, size caps, TLS >= 1.2, named threads joined on stop.
+
 Testing (:mod:`controller.clock`, :mod:`controller.envtest`, :mod:`controller.informers.testing`)
     an injectable clock with a fake for tests, an etcd + kube-apiserver control plane for integration
     tests, and a fake ListerWatcher.

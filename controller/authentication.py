@@ -24,21 +24,39 @@ Guarantees:
 - **The token is never logged** and never part of an exception message or ``repr``.
 - :meth:`UserInfo.service_account` reads ``system:serviceaccount:<namespace>:<name>``.
 
-Deliberately missing: a cache of reviews (every call is a request, and a client
-has a token bucket per resource, so reviews do not slow the caller's other writes), the
-SubjectAccessReview half of controller-runtime's filter (a caller that needs authorization decides it from
-the :class:`UserInfo`), and local JWT verification (upstream's status server verifies the token itself
-with OIDC discovery; see ``docs/status-server.md`` for why this port asks the API server).
+- :class:`CachingAuthenticator` puts any authenticator behind a bounded cache, as k8s.io/apiserver's
+  ``token/cache`` (``cachedTokenAuthenticator``) does for the API server and for controller-runtime's
+  metrics filter (:mod:`controller.metricsauth` keeps a cache of its own, 1 minute as upstream's). An
+  answer, authenticated or not, is reused for ``success_ttl`` or ``failure_ttl`` seconds (10 s each,
+  k8s.io/apiserver's delegating authentication ``CacheTTL``) for the same token **and the same
+  audiences**; an authenticated answer never outlives the token's own ``exp`` claim (read, not verified,
+  from a JWT: it can only shorten the time). At most ``max_entries`` (4096) answers are kept, least
+  recently used first out, so tokens made up by a client cannot grow memory without bound; tokens are
+  kept only as SHA-256 digests. A review that could not be made (:class:`AuthenticationError`) is not
+  cached. Time comes from the injected clock.
+
+Deliberately missing: collapsing concurrent reviews of one token into one request (``singleflight``:
+each cache miss asks), the SubjectAccessReview half of controller-runtime's filter (a caller that needs
+authorization decides it from the :class:`UserInfo`), and local JWT verification (upstream's status
+server verifies the token itself with OIDC discovery; see ``docs/status-server.md`` for why this port asks
+the API server).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
 import structlog
+from cachetools import TLRUCache
 
+from controller.clock import REAL_CLOCK, Clock
 from controller.errors import ApiError, TransportError
 from controller.gvk import Resource
 from controller.object import Object
@@ -49,6 +67,9 @@ __all__ = [
     "TOKEN_REVIEW_RESOURCE",
     "Authentication",
     "AuthenticationError",
+    "CacheStatistics",
+    "CachingAuthenticator",
+    "TokenAuthenticator",
     "TokenReviewAuthenticator",
     "TokenReviewer",
     "UserInfo",
@@ -176,3 +197,112 @@ class TokenReviewAuthenticator:
 
     def __repr__(self) -> str:
         return f"TokenReviewAuthenticator({self._reviewer!r})"
+
+
+class TokenAuthenticator(Protocol):
+    """Whether a bearer token is valid for one of some audiences (:class:`TokenReviewAuthenticator`)."""
+
+    def authenticate(self, token: str, audiences: Sequence[str]) -> Authentication: ...
+
+
+SUCCESS_TTL = 10.0
+FAILURE_TTL = 10.0
+MAX_ENTRIES = 4096
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheStatistics:
+    hits: int
+    misses: int
+    entries: int
+
+
+def token_expiry(token: str) -> float | None:
+    """The ``exp`` claim (Unix seconds) of a JWT, unverified; None when ``token`` is not a JWT with one."""
+    parts = token.split(".")
+    if len(parts) != 3 or len(parts[1]) > 16384:
+        return None
+    payload = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        claims = orjson.loads(base64.urlsafe_b64decode(payload))
+    except (binascii.Error, ValueError):  # not base64, not JSON (orjson.JSONDecodeError is a ValueError)
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    if isinstance(exp, bool) or not isinstance(exp, (int, float)):
+        return None
+    return float(exp)
+
+
+class CachingAuthenticator:
+    """A :class:`TokenAuthenticator` behind a bounded TTL cache (see the module doc). Thread-safe: one lock
+    around the cache, not held while the delegate is asked."""
+
+    def __init__(
+        self,
+        delegate: TokenAuthenticator,
+        *,
+        success_ttl: float = SUCCESS_TTL,
+        failure_ttl: float = FAILURE_TTL,
+        max_entries: int = MAX_ENTRIES,
+        clock: Clock = REAL_CLOCK,
+    ) -> None:
+        if success_ttl < 0 or failure_ttl < 0:
+            raise ValueError("success_ttl and failure_ttl must be >= 0")
+        if max_entries <= 0:
+            raise ValueError("max_entries must be > 0")
+        self._delegate = delegate
+        self._success_ttl = success_ttl
+        self._failure_ttl = failure_ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        # Guarded by _lock. Values carry their own expiry (monotonic seconds): TLRU's time-to-use.
+        self._cache: TLRUCache[bytes, tuple[float, Authentication]] = TLRUCache(
+            maxsize=max_entries, ttu=lambda _key, value, _now: value[0], timer=clock.monotonic
+        )
+        self._hits = 0
+        self._misses = 0
+
+    @staticmethod
+    def _key(token: str, audiences: Sequence[str]) -> bytes:
+        digest = hashlib.sha256(token.encode("utf-8", "surrogateescape"))
+        for audience in sorted(set(audiences)):
+            digest.update(b"\x00" + audience.encode("utf-8", "surrogateescape"))
+        return digest.digest()
+
+    def _ttl(self, token: str, answer: Authentication) -> float:
+        if not answer.authenticated:
+            return self._failure_ttl
+        ttl = self._success_ttl
+        expiry = token_expiry(token)
+        if expiry is not None:
+            ttl = min(ttl, expiry - self._clock.now().timestamp())
+        return ttl
+
+    def authenticate(self, token: str, audiences: Sequence[str]) -> Authentication:
+        """The delegate's answer for ``token`` and ``audiences``, from the cache while it is fresh; raises
+        :class:`AuthenticationError` as the delegate does (not cached)."""
+        if not token:
+            return self._delegate.authenticate(token, audiences)
+        key = self._key(token, audiences)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._hits += 1
+                return cached[1]
+            self._misses += 1
+        answer = self._delegate.authenticate(token, audiences)
+        ttl = self._ttl(token, answer)
+        if ttl > 0:
+            with self._lock:
+                self._cache[key] = (self._clock.monotonic() + ttl, answer)
+        return answer
+
+    def statistics(self) -> CacheStatistics:
+        with self._lock:
+            self._cache.expire()
+            return CacheStatistics(hits=self._hits, misses=self._misses, entries=len(self._cache))
+
+    def __repr__(self) -> str:
+        with self._lock:
+            entries = len(self._cache)
+        return f"CachingAuthenticator({self._delegate!r}, entries={entries})"

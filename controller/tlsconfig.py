@@ -7,8 +7,8 @@ use them.
 Guarantees:
 
 - :func:`server_context` returns a server-side :class:`ssl.SSLContext` that accepts **TLS 1.2 and later**
-  unless ``min_version`` says otherwise (Go's server default since Go 1.22; upstream sets none). A client
-  that offers only older versions fails the handshake.
+  (Go's server default since Go 1.22), or 1.3 and later with ``min_version: "1.3"``. A client that offers
+  only older versions fails the handshake.
 - ``cipher_suites`` are Go's names (``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``). Secure ones are used;
   insecure ones (Go's ``InsecureCipherSuites``) are used with a warning; unknown names are ignored with a
   warning; when no name is usable the defaults stay, as upstream. The TLS 1.3 suites are accepted and have
@@ -16,11 +16,15 @@ Guarantees:
 - ALPN offers ``next_protos``, default ``["http/1.1"]`` (HTTP/2 off, as upstream after CVE-2023-44487).
   These servers speak HTTP/1.1 only, so other protocols (``h2``) are dropped with a warning rather than
   advertised and then not spoken.
-- :class:`TLSOptions` is a frozen value, checked on construction: an unknown ``min_version`` is a
-  ``ValueError`` naming the field (the Configuration refuses it before this point).
+- :class:`TLSOptions` is a frozen value, checked on construction: a ``min_version`` other than ``1.2`` or
+  ``1.3`` is a ``ValueError`` naming the field, ``tls.minVersion`` (the Configuration refuses it before
+  this point).
 
-Deliberately missing: client certificate authentication (controller-runtime's ``ClientCAName``), and the
-TLS 1.0/1.1 that a modern OpenSSL refuses at its default security level even when ``min_version`` allows it.
+Deliberately different from upstream: ``minVersion`` ``1.0`` and ``1.1`` (deprecated by RFC 8996) are
+refused, where upstream applies them. No server of this process speaks them: the HTTP server also raises
+any context it is handed to TLS 1.2 (:mod:`controller.httpserver`).
+
+Deliberately missing: client certificate authentication (controller-runtime's ``ClientCAName``).
 """
 
 from __future__ import annotations
@@ -34,20 +38,23 @@ import structlog
 __all__ = [
     "DEFAULT_NEXT_PROTOS",
     "INSECURE_CIPHER_SUITES",
+    "INSECURE_TLS_VERSIONS",
     "SECURE_CIPHER_SUITES",
     "TLS_VERSIONS",
     "TLSOptions",
+    "min_version_problem",
     "server_context",
 ]
 
 _log = structlog.get_logger("controller.tlsconfig")
 
 TLS_VERSIONS: dict[str, ssl.TLSVersion] = {
-    "1.0": ssl.TLSVersion.TLSv1,
-    "1.1": ssl.TLSVersion.TLSv1_1,
     "1.2": ssl.TLSVersion.TLSv1_2,
     "1.3": ssl.TLSVersion.TLSv1_3,
 }
+"""The ``minVersion`` values served."""
+INSECURE_TLS_VERSIONS = ("1.0", "1.1")
+"""Upstream's other ``minVersion`` values, refused here (RFC 8996 deprecates them)."""
 DEFAULT_MIN_VERSION = "1.2"
 DEFAULT_NEXT_PROTOS = ("http/1.1",)
 _SPOKEN_PROTOS = frozenset(DEFAULT_NEXT_PROTOS)
@@ -94,10 +101,9 @@ class TLSOptions:
     next_protos: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.min_version and self.min_version not in TLS_VERSIONS:
-            raise ValueError(
-                f"tls.minVersion: must be one of {', '.join(TLS_VERSIONS)}, got {self.min_version!r}"
-            )
+        problem = min_version_problem(self.min_version)
+        if problem:
+            raise ValueError(f"tls.minVersion: {problem}")
 
     @classmethod
     def of(
@@ -106,6 +112,18 @@ class TLSOptions:
         return cls(
             min_version=min_version, cipher_suites=tuple(cipher_suites), next_protos=tuple(next_protos)
         )
+
+
+def min_version_problem(value: str) -> str:
+    """What is wrong with a ``tls.minVersion`` value (``""``: nothing; empty means the default, 1.2)."""
+    if not value or value in TLS_VERSIONS:
+        return ""
+    if value in INSECURE_TLS_VERSIONS:
+        return (
+            f"TLS {value} is not allowed: TLS 1.0 and 1.1 are insecure (RFC 8996); use "
+            f"{' or '.join(TLS_VERSIONS)}, got {value!r}"
+        )
+    return f"must be one of {', '.join(TLS_VERSIONS)}, got {value!r}"
 
 
 def _openssl_ciphers(names: Sequence[str]) -> list[str]:

@@ -301,7 +301,8 @@ class SchemaChecker:
         extra = schema.get("additionalProperties")
         preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
         for key in list(value):
-            child = f"{path}.{key}" if path else key
+            # An empty key is a field too: `spec[""]`, not `spec.` (nor nothing at all at the root).
+            child = (f"{path}.{key}" if path else key) if key else f'{path or "<root>"}[""]'
             sub = properties.get(key)
             if sub is None and isinstance(extra, dict):
                 sub = extra

@@ -27,8 +27,9 @@ Deliberate differences from upstream, each making a mistake visible at start-up 
   to start); the timings must satisfy client-go's rules (lease duration > renew deadline > 1.2 x retry
   period > 0); ``resourceLock`` may only be ``leases`` (the one lock this port implements). ``leaderElect``
   absent means false, as upstream.
-- ``tls.minVersion`` outside ``1.0``-``1.3`` is an error (upstream logs a warning and uses Go's default), and
-  the list lengths of ``tls`` are checked against the API's limits.
+- ``tls.minVersion`` must be ``1.2`` or ``1.3``: ``1.0`` and ``1.1`` (insecure, RFC 8996; upstream applies
+  them) and unknown values (upstream logs a warning and uses Go's default) are errors, and the list lengths
+  of ``tls`` are checked against the API's limits.
 - ``metrics.bindAddress`` and ``health.healthProbeBindAddress`` must be ``host:port`` (or ``"0"``, off).
 - Feature gates in ``featureGates`` must exist (upstream fails the same way, a step later).
 
@@ -51,6 +52,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from controller import tlsconfig
 from controller.trainer.features import FeatureGateError, FeatureGates
 
 __all__ = [
@@ -77,7 +79,8 @@ API_VERSION = "config.trainer.kubeflow.org/v1alpha1"
 KIND = "Configuration"
 
 DEFAULT_LEADER_ELECTION_ID = "trainer.kubeflow.org"
-TLS_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+TLS_VERSIONS = tuple(tlsconfig.TLS_VERSIONS)
+"""The ``tls.minVersion`` values accepted (upstream's enum also has ``1.0`` and ``1.1``)."""
 _INT32_MAX = 2**31 - 1
 _JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor: renewDeadline must exceed it x retryPeriod
 
@@ -621,12 +624,9 @@ def _validate(config: Configuration) -> list[FieldError]:
             )
         if le.retry_period <= 0:
             errors.append(FieldError("leaderElection.retryPeriod", "must be greater than 0"))
-    if config.tls.min_version and config.tls.min_version not in TLS_VERSIONS:
-        errors.append(
-            FieldError(
-                "tls.minVersion", f"must be one of {', '.join(TLS_VERSIONS)}, got {config.tls.min_version!r}"
-            )
-        )
+    problem = tlsconfig.min_version_problem(config.tls.min_version)
+    if problem:
+        errors.append(FieldError("tls.minVersion", problem))
     for path, items, max_items, max_len in (
         ("tls.cipherSuites", config.tls.cipher_suites, 100, 100),
         ("tls.nextProtos", config.tls.next_protos, 10, 32),

@@ -54,12 +54,17 @@ Guarantees:
   except a failing API server. :meth:`StatusHandler.check_head` gives the answers that need no body, so the
   server never reads a body it will refuse.
 - :class:`StatusServer` is a manager Runnable that **does not need leader election** (every replica
-  serves, as upstream), on the webhook server's connection machinery (:mod:`controller.webhook.server`):
-  TLS 1.2+ from a certificate source asked per connection (a rotated certificate is served from the next
+  serves, as upstream), on :class:`controller.httpserver.HTTPServer` within :data:`LIMITS`: TLS 1.2 or
+  later from a certificate source asked per connection (a rotated certificate is served from the next
   connection), at most :data:`MAX_CONNECTIONS` connections at once on named threads
-  (``status-server/conn``), each with a 10 s deadline for its handshake, headers and body (upstream's read
-  timeout), one request per connection. Stop joins every thread.
-- Tokens are never logged.
+  (``status-server/conn``; more wait in the listen queue), each with a 10 s deadline for its handshake,
+  headers and body however it paces them (upstream's ``ReadTimeout``), 10 s to write the answer, headers
+  at most 1 MiB (431), one request per connection. The server's own refusals (a request it cannot parse,
+  a late body) are ``metav1.Status`` bodies too. Stop joins every thread.
+- Tokens are never logged. The production wiring (:func:`setup_status_server`) reviews them through
+  :class:`~controller.authentication.CachingAuthenticator`: an answer, yes or no, is reused for 10 s at
+  most (never past the token's own expiry), so a pod reporting every second costs one TokenReview per
+  10 s.
 
 Deliberately different from upstream (see ``docs/status-server.md``):
 
@@ -80,24 +85,24 @@ Deliberately missing: keep-alive and HTTP/2 (one request per connection), and me
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import orjson
 import structlog
 
+from controller import httpserver
 from controller.authentication import (
     TOKEN_REVIEW_RESOURCE,
     Authentication,
     AuthenticationError,
+    CachingAuthenticator,
     TokenReviewAuthenticator,
     bearer_token,
 )
@@ -112,15 +117,7 @@ from controller.restmapper import RESTMapper
 from controller.tlsconfig import TLSOptions
 from controller.trainer.config import Configuration
 from controller.trainer.features import TRAIN_JOB_STATUS
-from controller.webhook.server import (
-    CERT_NAME,
-    DEFAULT_CERT_DIR,
-    KEY_NAME,
-    CertSource,
-    _RequestHandler,
-    _TLSServer,
-    dial_tls,
-)
+from controller.webhook.server import CERT_NAME, DEFAULT_CERT_DIR, KEY_NAME, CertSource
 from runtime.api import constants
 from runtime.plugins.trainjobstatus import token_audience
 
@@ -153,6 +150,9 @@ MAX_BODY_BYTES = 1 << 16
 """64 KiB: upstream's ``maxBodySize``."""
 READ_TIMEOUT = 10.0
 """Seconds for a connection's handshake, headers and body (upstream's ``ReadTimeout``)."""
+WRITE_TIMEOUT = 10.0
+"""Seconds for the answer to be written (upstream's ``WriteTimeout``)."""
+MAX_HEADER_BYTES = 1 << 20
 MAX_CONNECTIONS = 32
 _DIAL_TIMEOUT = 10.0
 _INT32 = range(-(2**31), 2**31)
@@ -161,24 +161,12 @@ _JSON = "application/json"
 # --- wire values ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
-    """One HTTP request as the handler sees it. ``headers`` has lower-case names (first value of each)."""
+Request = httpserver.Request
+"""One HTTP request as the handler sees it (:class:`controller.httpserver.Request`): ``headers`` has
+lower-case names (first value of each)."""
 
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: bytes = b""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Response:
-    """One HTTP answer."""
-
-    status: int
-    body: bytes
-    content_type: str = _JSON
-    headers: tuple[tuple[str, str], ...] = ()
+Response = httpserver.Response
+"""One HTTP answer (:class:`controller.httpserver.Response`)."""
 
 
 def status_response(
@@ -186,7 +174,7 @@ def status_response(
 ) -> Response:
     """A ``metav1.Status`` failure, encoded as upstream's ``json.Encoder`` writes it (trailing newline)."""
     body = {"metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
-    return Response(status=code, body=orjson.dumps(body) + b"\n", headers=tuple(headers))
+    return Response(status=code, body=orjson.dumps(body) + b"\n", content_type=_JSON, headers=tuple(headers))
 
 
 PAYLOAD_TOO_LARGE = status_response(413, "RequestEntityTooLarge", "Payload too large")
@@ -390,7 +378,8 @@ def status_apply_body(namespace: str, name: str, trainer_status: TrainerStatus) 
 
 class Authenticator(Protocol):
     """Whether a bearer token is valid for an audience (a
-    :class:`~controller.authentication.TokenReviewAuthenticator`)."""
+    :class:`~controller.authentication.TokenReviewAuthenticator`, in production behind a
+    :class:`~controller.authentication.CachingAuthenticator`)."""
 
     def authenticate(self, token: str, audiences: Sequence[str]) -> Authentication: ...
 
@@ -445,7 +434,7 @@ class StatusHandler:
             _log.debug("status_server.invalid_payload", namespace=namespace, name=name, error=str(exc))
             return INVALID_PAYLOAD
         if trainer_status is None:
-            return Response(status=200, body=encode_update_request(None))
+            return Response(status=200, body=encode_update_request(None), content_type=_JSON)
         try:
             self._writer.apply_status(
                 status_apply_body(namespace, name, trainer_status), FIELD_MANAGER, force=True
@@ -459,7 +448,7 @@ class StatusHandler:
             _log.error("status_server.update_failed", namespace=namespace, name=name, error=str(exc))
             return INTERNAL_ERROR
         _log.debug("status_server.updated", namespace=namespace, name=name)
-        return Response(status=200, body=encode_update_request(trainer_status))
+        return Response(status=200, body=encode_update_request(trainer_status), content_type=_JSON)
 
     def authorized(self, header: str | None, namespace: str, name: str) -> bool:
         """Whether the ``Authorization`` header carries a token valid for this TrainJob's audience, of a
@@ -495,86 +484,39 @@ class StatusServerError(RuntimeError):
     """The status server cannot be configured or started."""
 
 
-def _content_length(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if text.isdigit() else -1
+_ERROR_REASONS = {
+    400: "BadRequest",
+    408: "Timeout",
+    411: "BadRequest",
+    413: "RequestEntityTooLarge",
+    417: "BadRequest",
+    431: "RequestHeaderFieldsTooLarge",
+}
 
 
-class _StatusRequestHandler(_RequestHandler):
-    """The webhook server's connection I/O (deadline reads, one buffered write) with the status handler."""
+def _error_response(code: int, message: str) -> Response:
+    """The connection server's own refusals (a request it cannot parse, a late body...) as a Status."""
+    if code == 411:
+        return LENGTH_REQUIRED
+    if code == 408:
+        return REQUEST_TIMEOUT
+    if code == 413:
+        return PAYLOAD_TOO_LARGE
+    if code >= 500:
+        return PANIC
+    return status_response(code, _ERROR_REASONS.get(code, "BadRequest"), message)
 
-    status_handler: StatusHandler
 
-    def _answer_with(self, response: Response) -> None:
-        self.close_connection = True
-        self.connection.settimeout(self.server.read_timeout)
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for name, value in response.headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(response.body)
-        self.wfile.flush()
-
-    def _dispatch(self) -> None:
-        handler = self.status_handler
-        path = urlsplit(self.path).path
-        headers: dict[str, str] = {}
-        for key, value in self.headers.items():
-            headers.setdefault(key.lower(), value)  # the first value, as Go's Header.Get
-        length = _content_length(headers.get("content-length"))
-        if length is not None and length < 0:
-            self._answer_with(status_response(400, "BadRequest", "Bad Content-Length"))
-            return
-        early = handler.check_head(self.command, path, length)
-        if early is not None:
-            self._answer_with(early)
-            return
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._answer_with(LENGTH_REQUIRED)
-            return
-        body = b""
-        if length:
-            try:
-                body = self.rfile.read(length)
-            except TimeoutError:
-                self._answer_with(REQUEST_TIMEOUT)
-                return
-            except OSError:
-                return  # the client went away
-            if len(body) < length:
-                return  # closed before sending its body
-        started = time.monotonic()
-        response = handler.serve(Request(method=self.command, path=path, headers=headers, body=body))
-        _log.debug(
-            "status_server.request",
-            method=self.command,
-            path=path,
-            code=response.status,
-            duration_s=round(time.monotonic() - started, 6),
-        )
-        self._answer_with(response)
-
-    do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """A request the HTTP parser refuses (bad request line, huge headers, unknown method): a Status,
-        and a 4xx (an unknown method is 405, not the parser's 501)."""
-        self.request_version = self.protocol_version  # a bad request line leaves HTTP/0.9: no status line
-        if code == 501:
-            with contextlib.suppress(OSError):
-                self._answer_with(METHOD_NOT_ALLOWED)
-            return
-        reason = {400: "BadRequest", 414: "RequestURITooLong", 431: "RequestHeaderFieldsTooLarge"}.get(
-            code, "BadRequest" if code < 500 else "InternalError"
-        )
-        with contextlib.suppress(OSError):  # the client is gone
-            self._answer_with(status_response(code, reason, message or "Bad request"))
+LIMITS = httpserver.Limits(
+    max_connections=MAX_CONNECTIONS,
+    read_header_timeout=READ_TIMEOUT,
+    read_timeout=READ_TIMEOUT,
+    write_timeout=WRITE_TIMEOUT,
+    max_header_bytes=MAX_HEADER_BYTES,
+    max_body_bytes=MAX_BODY_BYTES,
+)
+"""Upstream's ``ReadTimeout`` and ``WriteTimeout`` (10 s each), its body limit (64 KiB), Go's default
+``MaxHeaderBytes`` (1 MiB), and at most 32 connections at once."""
 
 
 class StatusServer:
@@ -600,84 +542,94 @@ class StatusServer:
             raise StatusServerError(f"status server: {exc}") from exc
         if address is None:
             raise StatusServerError(f"status server: bind address {bind_address!r} disables it")
-        if read_timeout <= 0 or max_connections <= 0:
-            raise StatusServerError("status server: read_timeout and max_connections must be > 0")
+        try:
+            self.limits = replace(
+                LIMITS,
+                max_connections=max_connections,
+                read_header_timeout=read_timeout,
+                read_timeout=read_timeout,
+            )
+        except ValueError as exc:
+            raise StatusServerError(f"status server: {exc}") from exc
         self.handler = handler
         self.certs = certs
         self._address = address
-        self._read_timeout = read_timeout
-        self._max_connections = max_connections
         self._lock = threading.Lock()
-        self._server: _TLSServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: httpserver.HTTPServer | None = None
 
     @property
     def address(self) -> tuple[str, int]:
         """The bound (host, port); the real port once started."""
         with self._lock:
             server = self._server
-        if server is None:
-            return self._address
-        host, port = server.server_address[:2]
-        return str(host), int(port)
+        return self._address if server is None else server.address
 
     def need_leader_election(self) -> bool:
         return False
 
+    def _check_head(self, request: Request) -> Response | None:
+        return self.handler.check_head(request.method, request.path, request.content_length)
+
+    def _serve(self, request: Request) -> Response:
+        started = time.monotonic()
+        response = self.handler.serve(request)
+        _log.debug(
+            "status_server.request",
+            method=request.method,
+            path=request.path,
+            code=response.status,
+            duration_s=round(time.monotonic() - started, 6),
+        )
+        return response
+
     def start(self, stop: threading.Event) -> None:
         """Binds and serves on an owned thread (``status-server/serve``); raises :class:`StatusServerError`
         if the address is taken."""
-        bound = type("_BoundStatusRequestHandler", (_StatusRequestHandler,), {"status_handler": self.handler})
         with self._lock:
             if self._server is not None:
                 raise StatusServerError("the status server was already started")
+            server = httpserver.HTTPServer(
+                self.name,
+                self._address,
+                self._serve,
+                limits=self.limits,
+                check_head=self._check_head,
+                error_response=_error_response,
+                tls_context=self.certs.context,
+            )
             try:
-                server = _TLSServer(
-                    self._address,
-                    certs=self.certs,
-                    webhooks={},
-                    read_timeout=self._read_timeout,
-                    max_body_bytes=MAX_BODY_BYTES,
-                    max_connections=self._max_connections,
-                    handler_class=bound,
-                    connection_thread_name=f"{self.name}/conn",
-                )
-            except OSError as exc:
+                server.start()
+            except httpserver.HTTPServerError as exc:
                 raise StatusServerError(
                     f"cannot serve the status server on {self._address[0]}:{self._address[1]}: {exc}"
                 ) from exc
             self._server = server
-            self._thread = threading.Thread(
-                target=server.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name=f"{self.name}/serve",
-                daemon=True,
-            )
-            self._thread.start()
         host, port = self.address
         _log.info("status_server.serving", address=f"{host}:{port}", certs_ready=self.certs.ready())
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stops accepting, ends connections still waiting for their request, finishes those being
-        answered and joins every thread. Idempotent; returns True."""
+        answered and joins every thread within ``timeout``. Idempotent; returns whether every thread
+        ended."""
         with self._lock:
-            server, thread = self._server, self._thread
-            self._thread = None
-        if server is None or thread is None:
+            server = self._server
+        if server is None or not server.serving:
             return True
-        server.shutdown()
-        thread.join()
-        server.server_close()
-        server.close_connections()
+        stopped = server.stop(timeout)
         _log.info("status_server.stopped")
-        return True
+        return stopped
+
+    def statistics(self) -> httpserver.ServerStatistics:
+        with self._lock:
+            server = self._server
+        return httpserver.ServerStatistics() if server is None else server.statistics()
 
     def _dial(self) -> None:
-        dial_tls(self.address, "status server", _DIAL_TIMEOUT)
+        httpserver.dial_tls(self.address, "status server", _DIAL_TIMEOUT)
 
     def _started(self) -> bool:
         with self._lock:
-            return self._thread is not None
+            return self._server is not None and self._server.serving
 
     def ready_checker(self) -> Checker:
         """``status-server-readyz``: fails until the server was started, has a certificate, and completes a
@@ -705,8 +657,7 @@ class StatusServer:
 
     def __repr__(self) -> str:
         host, port = self.address
-        with self._lock:
-            state = "serving" if self._thread is not None else "stopped"
+        state = "serving" if self._started() else "stopped"
         return f"StatusServer({host}:{port}, {state})"
 
 
@@ -757,7 +708,8 @@ def setup_status_server(
     )
     certs = CertWatcher(os.path.join(directory, CERT_NAME), os.path.join(directory, KEY_NAME), tls=tls)
     client = client_for(manager.client, config)
-    handler = StatusHandler(TokenReviewAuthenticator(client), client)
+    reviews = CachingAuthenticator(TokenReviewAuthenticator(client), clock=manager.clock)
+    handler = StatusHandler(reviews, client)
     server = StatusServer(
         handler,
         certs=certs,

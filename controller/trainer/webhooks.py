@@ -20,9 +20,19 @@ Guarantees:
 - A rejection is controller-runtime's `Denied` for a validator's error: `allowed: false`, `code: 403`,
   `reason: Forbidden`, the message Go's aggregate of the field errors prints (`<path>: Invalid value: <v>:
   <detail>`; several in `[a, b]`), warnings kept. A TrainJob whose `runtimeRef` names no registered runtime
-  kind is denied with `unsupported runtime: <Kind>.<group>`, as upstream.
+  kind is denied with `spec.runtimeRef: Invalid value: {...}: unsupported runtime: <Kind>.<group>`
+  (upstream's message is the part from `unsupported runtime`; the field path is this port's, so that every
+  rejection names the field).
 - Operations a webhook does not check (DELETE, CONNECT, a TrainingRuntime UPDATE) are allowed with
-  `code: 200`. A CREATE or UPDATE without the object(s) it needs is `errored(400)`.
+  `code: 200`. A CREATE or UPDATE without the object(s) it needs, or with an object of another kind
+  (`request.object.kind: expected TrainJob of trainer.kubeflow.org/v1alpha1, got 'Pod' of 'v1'`), is
+  `errored(400)`, as controller-runtime's typed adapters answer an object they cannot decode.
+- An object that does not have its CRD's shape (a string where the schema wants an object...) never
+  reaches the API server's validating webhooks, whose schema check comes first; should one reach these
+  handlers anyway and trip the rules, the answer is `errored(400)` with the CRD schema's field errors
+  (`runtime.schema.SchemaChecker`, loaded on first need), the field errors of the decoding step that Go's
+  typed adapters would have failed: never a 500. A failure the schema cannot explain is a bug, and is
+  answered 500 (`controller.webhook.admission`).
 - Reads go through the `Reader` given (the manager's cache-backed `CacheReader`): an admission makes no API
   request for a cached kind. A read failure is a field error (`Internal error`), so the request is denied,
   never admitted unchecked.
@@ -39,7 +49,8 @@ every replica, and adds the readiness check `webhook-server` (certificates prese
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import structlog
@@ -62,11 +73,13 @@ from controller.webhook import (
     json_patch,
     patched,
 )
+from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.core import RuntimeRegistry, UnsupportedRuntimeError
+from runtime.core import RuntimeRegistry
 from runtime.core.defaulting import stamp_runtime_patch_times
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
 from runtime.framework import Reader, Validation
+from runtime.schema import CRD_DIR, SchemaChecker
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME_VALIDATOR_PATH",
@@ -74,6 +87,7 @@ __all__ = [
     "TRAINJOB_DEFAULTER_PATH",
     "TRAINJOB_VALIDATOR_PATH",
     "ClusterTrainingRuntimeValidator",
+    "Schemas",
     "TrainJobDefaulter",
     "TrainJobValidator",
     "TrainingRuntimeValidator",
@@ -107,80 +121,156 @@ def _verdict(validation: Validation) -> AdmissionResponse:
     return allowed().with_warnings(*validation.warnings)
 
 
+def _kind_error(where: str, obj: Mapping[str, Any], kind: str) -> AdmissionResponse | None:
+    api_version, found = obj.get("apiVersion"), obj.get("kind")
+    if api_version == constants.API_VERSION and found == kind:
+        return None
+    shown = [repr(v) if len(repr(v)) <= 64 else repr(v)[:61] + "..." for v in (found, api_version)]
+    return errored(
+        400, f"{where}.kind: expected {kind} of {constants.API_VERSION}, got {shown[0]} of {shown[1]}"
+    )
+
+
 def _objects(
-    request: AdmissionRequest,
+    request: AdmissionRequest, kind: str
 ) -> tuple[Mapping[str, Any], Mapping[str, Any] | None] | AdmissionResponse:
-    """(new, old) for CREATE (old None) and UPDATE, or the error answer when the review lacks one."""
+    """(new, old) for CREATE (old None) and UPDATE, or the error answer when the review lacks one or
+    carries an object of another kind."""
     if request.object is None:
         return errored(400, f"request.object is required for {request.operation}")
+    wrong = _kind_error("request.object", request.object, kind)
+    if wrong is not None:
+        return wrong
     if request.operation == "UPDATE":
         if request.old_object is None:
             return errored(400, "request.oldObject is required for UPDATE")
+        wrong = _kind_error("request.oldObject", request.old_object, kind)
+        if wrong is not None:
+            return wrong
         return request.object, request.old_object
     return request.object, None
+
+
+class Schemas:
+    """The Trainer CRDs' schema checker, loaded from `runtime.schema.CRD_DIR` on first need (only an
+    object of the wrong shape needs it). Thread-safe."""
+
+    def __init__(self, checker: SchemaChecker | None = None) -> None:
+        self._lock = threading.Lock()
+        self._checker = checker
+
+    def field_errors(self, obj: Mapping[str, Any]) -> list[str]:
+        """The object's schema violations, as the API server prints them."""
+        with self._lock:
+            if self._checker is None:
+                self._checker = SchemaChecker.from_crd_dir(CRD_DIR)
+            checker = self._checker
+        return [str(error) for error in checker.check(obj)[1]]
+
+
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+"""What the rules raise on an object of the wrong shape."""
+_PROBLEMS_SHOWN = 20
+"""The most schema errors one answer lists (an object can be wrong in thousands of places)."""
+
+
+def _checked_shape(
+    schemas: Schemas,
+    new: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    rules: Callable[[], AdmissionResponse],
+) -> AdmissionResponse:
+    """`rules()`, or, when they trip over the objects' shape, 400 with the schema's field errors."""
+    try:
+        return rules()
+    except _SHAPE_ERRORS as exc:
+        problems = schemas.field_errors(new)
+        if old is not None:
+            problems += [f"request.oldObject: {p}" for p in schemas.field_errors(old)]
+        if not problems:
+            raise  # the schema finds nothing wrong: a bug in the rules, answered 500 and counted
+        _log.info("webhooks.malformed_object", error=f"{type(exc).__name__}: {exc}", problems=len(problems))
+        if len(problems) > _PROBLEMS_SHOWN:
+            problems = [*problems[:_PROBLEMS_SHOWN], f"and {len(problems) - _PROBLEMS_SHOWN} more"]
+        return errored(400, aggregate_message(problems))
 
 
 class TrainJobDefaulter(Handler):
     """The mutating TrainJob webhook: `spec.runtimePatches[].time` (rules in `runtime.core.defaulting`)."""
 
-    def __init__(self, clock: Clock = REAL_CLOCK) -> None:
+    def __init__(self, clock: Clock = REAL_CLOCK, *, schemas: Schemas | None = None) -> None:
         self._clock = clock
+        self._schemas = schemas or Schemas()
 
     def handle(self, request: AdmissionRequest) -> AdmissionResponse:
         if request.operation not in ("CREATE", "UPDATE"):
             return allowed()
-        objects = _objects(request)
+        objects = _objects(request, constants.TRAINJOB_KIND)
         if isinstance(objects, AdmissionResponse):
             return objects
         new, old = objects
-        defaulted = stamp_runtime_patch_times(new, old, self._clock.now())
-        return patched(json_patch(new, defaulted))
+
+        def rules() -> AdmissionResponse:
+            return patched(json_patch(new, stamp_runtime_patch_times(new, old, self._clock.now())))
+
+        return _checked_shape(self._schemas, new, old, rules)
 
 
 class TrainJobValidator(Handler):
     """The validating TrainJob webhook: `RuntimeRegistry.validate` over the given reader."""
 
-    def __init__(self, registry: RuntimeRegistry, reader: Reader) -> None:
+    def __init__(self, registry: RuntimeRegistry, reader: Reader, *, schemas: Schemas | None = None) -> None:
         self._registry = registry
         self._reader = reader
+        self._schemas = schemas or Schemas()
 
     def handle(self, request: AdmissionRequest) -> AdmissionResponse:
         if request.operation not in ("CREATE", "UPDATE"):
             return allowed()
-        objects = _objects(request)
+        objects = _objects(request, constants.TRAINJOB_KIND)
         if isinstance(objects, AdmissionResponse):
             return objects
         new, old = cast(TrainJob, objects[0]), cast("TrainJob | None", objects[1])
-        try:
-            self._registry.runtime_for(new)
-        except UnsupportedRuntimeError as exc:
-            return denied(str(exc))
-        return _verdict(self._registry.validate(old, new, self._reader))
+
+        def rules() -> AdmissionResponse:
+            # An unregistered runtime kind is a field error of spec.runtimeRef (RuntimeRegistry.validate).
+            return _verdict(self._registry.validate(old, new, self._reader))
+
+        return _checked_shape(self._schemas, new, old, rules)
 
 
 class TrainingRuntimeValidator(Handler):
     """The validating TrainingRuntime webhook: the replicated-job rules on CREATE only (as upstream)."""
 
+    def __init__(self, *, schemas: Schemas | None = None) -> None:
+        self._schemas = schemas or Schemas()
+
     def handle(self, request: AdmissionRequest) -> AdmissionResponse:
         if request.operation != "CREATE":
             return allowed()
-        objects = _objects(request)
+        objects = _objects(request, constants.TRAINING_RUNTIME_KIND)
         if isinstance(objects, AdmissionResponse):
             return objects
-        return _verdict(validate_training_runtime(objects[0]))
+        new = objects[0]
+        return _checked_shape(self._schemas, new, None, lambda: _verdict(validate_training_runtime(new)))
 
 
 class ClusterTrainingRuntimeValidator(Handler):
     """The validating ClusterTrainingRuntime webhook: the rules on CREATE and UPDATE, a warning on CREATE."""
 
+    def __init__(self, *, schemas: Schemas | None = None) -> None:
+        self._schemas = schemas or Schemas()
+
     def handle(self, request: AdmissionRequest) -> AdmissionResponse:
         if request.operation not in ("CREATE", "UPDATE"):
             return allowed()
-        objects = _objects(request)
+        objects = _objects(request, constants.CLUSTER_TRAINING_RUNTIME_KIND)
         if isinstance(objects, AdmissionResponse):
             return objects
         new, old = objects
-        return _verdict(validate_cluster_training_runtime(new, old))
+        return _checked_shape(
+            self._schemas, new, old, lambda: _verdict(validate_cluster_training_runtime(new, old))
+        )
 
 
 _VALIDATION_KINDS = frozenset({TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, JOBSET})
@@ -227,10 +317,11 @@ def setup_webhooks(
         tls=tls,
         allow_all_interfaces=manager.options.allow_all_interfaces,
     )
-    server.register(TRAINJOB_DEFAULTER_PATH, TrainJobDefaulter(clock or manager.clock))
-    server.register(TRAINJOB_VALIDATOR_PATH, TrainJobValidator(registry, reader))
-    server.register(TRAINING_RUNTIME_VALIDATOR_PATH, TrainingRuntimeValidator())
-    server.register(CLUSTER_TRAINING_RUNTIME_VALIDATOR_PATH, ClusterTrainingRuntimeValidator())
+    schemas = Schemas()  # one checker for the four, loaded when an object of the wrong shape first comes
+    server.register(TRAINJOB_DEFAULTER_PATH, TrainJobDefaulter(clock or manager.clock, schemas=schemas))
+    server.register(TRAINJOB_VALIDATOR_PATH, TrainJobValidator(registry, reader, schemas=schemas))
+    server.register(TRAINING_RUNTIME_VALIDATOR_PATH, TrainingRuntimeValidator(schemas=schemas))
+    server.register(CLUSTER_TRAINING_RUNTIME_VALIDATOR_PATH, ClusterTrainingRuntimeValidator(schemas=schemas))
     manager.add(server)
     manager.add_readyz_check("webhook-server", server.started_checker())
     _log.info("webhooks.registered", address=bind_address, cert_dir=str(cert_dir), paths=server.paths)

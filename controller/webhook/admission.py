@@ -10,9 +10,12 @@ Guarantees:
 - :meth:`Webhook.serve` turns an HTTP body into an HTTP answer and never raises. A body that is not an
   ``AdmissionReview`` (not JSON, not an object, ``apiVersion`` other than ``admission.k8s.io/v1`` or
   ``v1beta1``, ``kind`` other than ``AdmissionReview``, no ``request``, no ``request.uid``, an unknown
-  ``operation``, an ``object`` that is not a JSON object) or a content type other than ``application/json``
-  is answered with HTTP **400** and an ``AdmissionReview`` whose ``response.status`` says why. (The size
-  limit, 413, and the HTTP method, 405, are the server's.)
+  ``operation``, an ``object`` that is not a JSON object, an ``object`` or ``oldObject`` whose collections
+  nest more than :data:`MAX_OBJECT_DEPTH` levels deep) or a content type other than ``application/json``
+  is answered with HTTP **400** and an ``AdmissionReview`` whose ``response.status`` says why, naming the
+  field (``request.uid``, ``request.object.spec...``). JSON nested deeper than the decoder takes (1024
+  levels) is "not JSON". (The size limit, 413, and the HTTP method, 405, are the server's.) So a handler
+  only ever sees objects that every recursive walk and JSON encoder in this process can handle.
 - A well-formed review always gets HTTP 200 and an ``AdmissionReview`` in the request's ``apiVersion``
   whose ``response.uid`` is the request's; the verdict is in ``response.allowed`` and ``response.status``.
   :func:`denied` is controller-runtime's ``Denied``: ``code: 403``, ``reason: Forbidden``; the API server
@@ -43,6 +46,7 @@ import controller.webhook.metrics as webhook_metrics
 
 __all__ = [
     "ADMISSION_API_VERSIONS",
+    "MAX_OBJECT_DEPTH",
     "OPERATIONS",
     "AdmissionRequest",
     "AdmissionResponse",
@@ -62,6 +66,11 @@ __all__ = [
 _log = structlog.get_logger("controller.webhook.admission")
 
 ADMISSION_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+MAX_OBJECT_DEPTH = 128
+"""The most levels of nested collections an object may have (the Trainer CRDs' deepest field is 47 levels
+down; trainer-render's YAML reader has the same bound). Deeper objects are refused before a handler runs:
+our JSON encoder stops at 255 levels, Python's recursion at about 1000."""
+_PATH_SEGMENTS_SHOWN = 12
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 _JSON = "application/json"
 
@@ -186,6 +195,43 @@ class BadReview(ValueError):
         self.api_version = api_version
 
 
+def _too_deep(value: Any, depth: int) -> list[str | int] | None:
+    """The path (innermost first) to a collection more than :data:`MAX_OBJECT_DEPTH` levels below the
+    object, or None. Recursion is bounded by the limit itself."""
+    if depth > MAX_OBJECT_DEPTH:
+        return []
+    items: Any
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, child in items:
+        if isinstance(child, (dict, list)):
+            found = _too_deep(child, depth + 1)
+            if found is not None:
+                found.append(key)
+                return found
+    return None
+
+
+_SHOWN_CHARS = 64
+"""How much of a value a message repeats: a client cannot make an answer grow with what it sent."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def _field_path(prefix: str, segments: Sequence[str | int]) -> str:
+    out = prefix
+    for segment in segments[:_PATH_SEGMENTS_SHOWN]:
+        out += f"[{segment}]" if isinstance(segment, int) else f".{str(segment)[:_SHOWN_CHARS]}"
+    return out + ("..." if len(segments) > _PATH_SEGMENTS_SHOWN else "")
+
+
 def _object_field(
     request: Mapping[str, Any], key: str, uid: str, api_version: str
 ) -> Mapping[str, Any] | None:
@@ -194,6 +240,15 @@ def _object_field(
         return None
     if not isinstance(value, Mapping):
         raise BadReview(400, f"request.{key} must be a JSON object", uid=uid, api_version=api_version)
+    deep = _too_deep(value, 1)
+    if deep is not None:
+        where = _field_path(f"request.{key}", deep[::-1])
+        raise BadReview(
+            400,
+            f"{where}: collections nested more than {MAX_OBJECT_DEPTH} levels deep",
+            uid=uid,
+            api_version=api_version,
+        )
     return value
 
 
@@ -220,19 +275,24 @@ def decode_review(body: bytes, content_type: str) -> AdmissionRequest:
     if api_version not in ADMISSION_API_VERSIONS or kind != "AdmissionReview":
         raise BadReview(
             400,
-            f"expected an AdmissionReview of {' or '.join(ADMISSION_API_VERSIONS)}, got kind {kind!r} of "
-            f"apiVersion {api_version!r}",
+            f"expected an AdmissionReview of {' or '.join(ADMISSION_API_VERSIONS)}, got kind "
+            f"{_shown(kind)} of apiVersion {_shown(api_version)}",
         )
     request = review.get("request")
     if not isinstance(request, dict):
         raise BadReview(400, "the AdmissionReview has no request", api_version=api_version)
     uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
+    if uid is not None and not isinstance(uid, str):
+        raise BadReview(400, f"request.uid must be a string, got {_shown(uid)}", api_version=api_version)
+    if not uid:
         raise BadReview(400, "request.uid is missing", api_version=api_version)
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise BadReview(
-            400, f"unknown operation {operation!r} at request.operation", uid=uid, api_version=api_version
+            400,
+            f"unknown operation {_shown(operation)} at request.operation",
+            uid=uid,
+            api_version=api_version,
         )
     user_info = request.get("userInfo")
     return AdmissionRequest(

@@ -5,14 +5,23 @@ the TokenRequest API.
 Upstream starts the server with a permissive authorizer; here the real one runs, so every request carries
 a ServiceAccount token for the TrainJob's audience, as a training pod's projected token. The server is
 started directly (not through the manager) on 127.0.0.1 with a self-signed certificate; its client is the
-one ``client_for`` builds (the status server's rate limit, TokenReviews without discovery).
+one ``client_for`` builds (the status server's rate limit, TokenReviews without discovery), and its
+authenticator the production one: TokenReviews behind the 10 s cache.
+
+The token checks (upstream verifies them itself, here the API server does): a token for another TrainJob's
+audience, for the API server's audience, of a ServiceAccount of another namespace, of another issuer, an
+expired one, a forged signature, and one whose bound object is gone are all 403. Tokens with a claim
+changed are re-signed with the control plane's own service-account key, and the same re-signing of an
+unchanged token is accepted, so each 403 is the claim's doing.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +30,10 @@ from urllib.parse import quote
 
 import orjson
 import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from controller.authentication import TokenReviewAuthenticator
+from controller.authentication import CachingAuthenticator, TokenReviewAuthenticator
 from controller.certwatcher import CertWatcher
 from controller.client import Client
 from controller.envtest import ControlPlane, load_script
@@ -50,6 +61,7 @@ def status_path(namespace: str, name: str) -> str:
 class Served:
     server: StatusServer
     ca_file: Path
+    authenticator: CachingAuthenticator
 
     def post(self, path: str, body: Any, token: str | None) -> tuple[int, Any]:
         context = ssl.create_default_context(cafile=str(self.ca_file))
@@ -72,10 +84,11 @@ def served(client: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     ca_file, _ = ca.write(directory, "ca.crt", "ca.key")
     cert, key = ca.issue_serving(["127.0.0.1"]).write(directory / "serving", "tls.crt", "tls.key")
     status_client = client_for(client, Configuration())
-    handler = StatusHandler(TokenReviewAuthenticator(status_client), status_client)
+    authenticator = CachingAuthenticator(TokenReviewAuthenticator(status_client))
+    handler = StatusHandler(authenticator, status_client)
     server = StatusServer(handler, certs=CertWatcher(cert, key), bind_address="127.0.0.1:0")
     server.start(threading.Event())
-    yield Served(server=server, ca_file=ca_file)
+    yield Served(server=server, ca_file=ca_file, authenticator=authenticator)
     server.stop()
     status_client.close()
 
@@ -314,4 +327,78 @@ def test_a_token_whose_bound_object_is_gone_is_forbidden(
     def refused() -> None:
         assert served.post(path, BODY, bound)[0] == 403
 
-    eventually(refused, timeout=30.0, interval=1.0)
+    # Up to 10 s in the API server's token cache, then up to 10 s in ours.
+    eventually(refused, timeout=45.0, interval=1.0)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def resigned(control_plane: ControlPlane, token: str, **claims: Any) -> str:
+    """``token`` with ``claims`` replaced (None removes one), signed again (RS256) with the control plane's
+    service-account signing key: valid in every other respect."""
+    header, payload, _ = token.split(".")
+    body = orjson.loads(_unb64(payload))
+    for name, value in claims.items():
+        if value is None:
+            body.pop(name, None)
+        else:
+            body[name] = value
+    signing_input = f"{header}.{_b64(orjson.dumps(body))}"
+    key = serialization.load_pem_private_key(
+        (control_plane.directory / "pki" / "sa.key").read_bytes(), password=None
+    )
+    assert isinstance(key, rsa.RSAPrivateKey)
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64(signature)}"
+
+
+def test_a_resigned_token_with_its_claims_unchanged_is_accepted(
+    served: Served, control_plane: ControlPlane, job: Job
+) -> None:
+    # The control for the tests below: re-signing alone (here with the issue time a second earlier, so the
+    # token is a new one) does not make a token invalid.
+    claims = orjson.loads(_unb64(job.token.split(".")[1]))
+    earlier = resigned(control_plane, job.token, iat=claims["iat"] - 1, nbf=claims["nbf"] - 1)
+    assert earlier != job.token
+    assert served.post(status_path(job.namespace, job.name), BODY, earlier)[0] == 200
+
+
+def test_an_expired_token_is_forbidden(served: Served, control_plane: ControlPlane, job: Job) -> None:
+    now = int(time.time())
+    expired = resigned(control_plane, job.token, exp=now - 3600, iat=now - 7200, nbf=now - 7200)
+    code, answer = served.post(status_path(job.namespace, job.name), BODY, expired)
+    assert (code, answer["message"]) == (403, "Forbidden")
+
+
+def test_a_token_of_another_issuer_is_forbidden(
+    served: Served, control_plane: ControlPlane, job: Job
+) -> None:
+    foreign = resigned(control_plane, job.token, iss="https://issuer.example.com")
+    code, answer = served.post(status_path(job.namespace, job.name), BODY, foreign)
+    assert (code, answer["message"]) == (403, "Forbidden")
+
+
+def test_a_token_whose_namespace_claim_was_edited_is_forbidden(
+    served: Served, control_plane: ControlPlane, job: Job
+) -> None:
+    # Re-signed, so only the claim is wrong: the API server finds no such ServiceAccount there, and were it
+    # to authenticate the token, its user would not be of the TrainJob's namespace.
+    claims = orjson.loads(_unb64(job.token.split(".")[1]))
+    claims["kubernetes.io"]["namespace"] = "kube-system"
+    edited = resigned(control_plane, job.token, **{"kubernetes.io": claims["kubernetes.io"]})
+    assert served.post(status_path(job.namespace, job.name), BODY, edited)[0] == 403
+
+
+def test_answers_are_cached_briefly(served: Served, job: Job) -> None:
+    path = status_path(job.namespace, job.name)
+    before = served.authenticator.statistics()
+    assert served.post(path, BODY, job.token)[0] == 200
+    assert served.post(path, BODY, job.token)[0] == 200
+    after = served.authenticator.statistics()
+    assert after.hits >= before.hits + 1  # the second request asked no TokenReview

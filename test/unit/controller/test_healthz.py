@@ -12,6 +12,7 @@ import pytest
 
 from controller.envtest import wait_until
 from controller.healthz import PING, Checker, Handler, Response, Server, parse_bind_address
+from controller.httpserver import Limits
 
 
 def failing(reason: str) -> Checker:
@@ -113,7 +114,7 @@ def test_responses_leave_in_one_segment_with_nodelay(server: Server) -> None:
         rest = b""
         while chunk := sock.recv(65536):
             rest += chunk
-    assert first.startswith(b"HTTP/1.0 200") and first.endswith(b"\r\n\r\nok")
+    assert first.startswith(b"HTTP/1.1 200") and first.endswith(b"\r\n\r\nok")
     assert rest == b""
 
 
@@ -137,7 +138,7 @@ def test_stop_does_not_wait_for_a_client_that_never_sends_its_request() -> None:
     srv = Server("probe-idle", ("127.0.0.1", 0), serve({"/healthz": Handler({})}))
     srv.start()
     with socket.create_connection(srv.address, timeout=5) as sock:
-        wait_until(lambda: any(t.name == "probe-idle/request" for t in threading.enumerate()))
+        wait_until(lambda: any(t.name == "probe-idle/conn" for t in threading.enumerate()))
         stopper = threading.Thread(target=srv.stop, name="test/stop-probe-idle", daemon=True)
         stopper.start()
         stopper.join(5)
@@ -150,7 +151,8 @@ def test_stop_does_not_wait_for_a_client_that_never_sends_its_request() -> None:
 
 
 def test_a_silent_client_is_disconnected_after_the_read_timeout() -> None:
-    srv = Server("probe-slow", ("127.0.0.1", 0), serve({"/healthz": Handler({})}), read_timeout=0.05)
+    limits = Limits(read_header_timeout=0.05, read_timeout=0.05)
+    srv = Server("probe-slow", ("127.0.0.1", 0), serve({"/healthz": Handler({})}), limits=limits)
     srv.start()
     try:
         with socket.create_connection(srv.address, timeout=5) as sock:

@@ -26,8 +26,19 @@ def test_min_version(text: str, version: ssl.TLSVersion) -> None:
 
 
 def test_an_unknown_min_version_names_the_field() -> None:
-    with pytest.raises(ValueError, match=r"tls.minVersion: must be one of 1.0, 1.1, 1.2, 1.3, got '1.4'"):
+    with pytest.raises(ValueError, match=r"tls.minVersion: must be one of 1.2, 1.3, got '1.4'"):
         TLSOptions(min_version="1.4")
+
+
+@pytest.mark.parametrize("text", ["1.0", "1.1"])
+def test_tls_1_0_and_1_1_are_refused_naming_the_field_and_why(text: str) -> None:
+    # upstream applies them; RFC 8996 deprecates them, and no server here speaks them
+    with pytest.raises(ValueError) as caught:
+        TLSOptions(min_version=text)
+    assert str(caught.value) == (
+        f"tls.minVersion: TLS {text} is not allowed: TLS 1.0 and 1.1 are insecure (RFC 8996); use 1.2 or "
+        f"1.3, got '{text}'"
+    )
 
 
 def test_cipher_suites_by_go_name_unknown_ones_ignored() -> None:

@@ -318,6 +318,8 @@ def test_a_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:  # 
         ),
         ("featureGates: {NoSuchGate: true}\n", "featureGates"),
         ("tls: {minVersion: '1.4'}\n", "tls.minVersion"),
+        ("tls: {minVersion: '1.0'}\n", "tls.minVersion"),
+        ("tls: {minVersion: '1.1'}\n", "tls.minVersion"),
         ("tls: {nextProtos: [a, b, c, d, e, f, g, h, i, j, k]}\n", "tls.nextProtos"),
     ],
     ids=[
@@ -336,11 +338,21 @@ def test_a_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:  # 
         "a renew deadline within the jitter of the retry period",
         "an unknown feature gate",
         "an unknown TLS version",
+        "TLS 1.0",
+        "TLS 1.1",
         "too many next protocols",
     ],
 )
 def test_an_invalid_value_is_an_error_naming_its_field(body: str, field: str) -> None:
     assert error_of(body).field == field
+
+
+def test_tls_1_1_is_refused_saying_why() -> None:
+    error = error_of("tls: {minVersion: '1.1'}\n")
+    assert str(error.errors[0]) == (
+        "tls.minVersion: TLS 1.1 is not allowed: TLS 1.0 and 1.1 are insecure (RFC 8996); use 1.2 or 1.3, "
+        "got '1.1'"
+    )
 
 
 def test_every_invalid_value_is_reported_at_once() -> None:

@@ -576,6 +576,69 @@ def test_tls_1_2_is_the_minimum(
         assert tls.version() == "TLSv1.2"
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+@pytest.mark.parametrize(
+    "offered", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1], ids=["TLS 1.0", "TLS 1.1"]
+)
+def test_a_client_offering_less_than_tls_1_2_is_refused_and_1_3_is_served(
+    serve: Callable[..., StatusServer], ca_file_and_certs: tuple[Path, CertWatcher], offered: ssl.TLSVersion
+) -> None:
+    server = serve()
+    old = ssl.create_default_context(cafile=str(ca_file_and_certs[0]))
+    old.set_ciphers("DEFAULT:@SECLEVEL=0")  # the client really offers it: the refusal is the server's
+    old.minimum_version = ssl.TLSVersion.TLSv1
+    old.maximum_version = offered
+    with (
+        pytest.raises(ssl.SSLError, match=r"(?i)protocol version|unsupported protocol|no protocols"),
+        socket.create_connection(server.address, timeout=10) as raw,
+    ):
+        old.wrap_socket(raw, server_hostname="127.0.0.1")
+    modern = ssl.create_default_context(cafile=str(ca_file_and_certs[0]))
+    modern.minimum_version = ssl.TLSVersion.TLSv1_3
+    with (
+        socket.create_connection(server.address, timeout=10) as raw,
+        modern.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        assert tls.version() == "TLSv1.3"
+
+
+def test_a_client_trickling_its_headers_is_cut_off_and_gets_no_answer(
+    serve: Callable[..., StatusServer], ca_file_and_certs: tuple[Path, CertWatcher]
+) -> None:
+    server = serve(read_timeout=0.5)
+    context = ssl.create_default_context(cafile=str(ca_file_and_certs[0]))
+    with (
+        socket.create_connection(server.address, timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.settimeout(0.05)
+        answer = None
+        for byte in f"POST {PATH} HTTP/1.1\r\nX-Slow: ".encode() + b"a" * 1000:
+            try:
+                tls.sendall(bytes([byte]))
+                answer = tls.recv(65536)
+            except TimeoutError:
+                continue
+            except (OSError, ssl.SSLError):
+                answer = b""
+            break
+        assert answer == b""  # closed at the deadline, long before the request could end
+    assert server.statistics().timed_out == 1
+
+
+def test_the_servers_own_refusals_are_statuses(
+    serve: Callable[..., StatusServer], ca_file_and_certs: tuple[Path, CertWatcher]
+) -> None:
+    server = serve()
+    big = raw_exchange(
+        server, ca_file_and_certs[0], f"GET {PATH} HTTP/1.1\r\nX: {'a' * (1 << 20)}\r\n\r\n".encode()
+    )
+    assert big.startswith(b"HTTP/1.1 431 ")
+    assert b'"reason":"RequestHeaderFieldsTooLarge"' in big
+    old = raw_exchange(server, ca_file_and_certs[0], f"POST {PATH} HTTP/2.0\r\n\r\n".encode())
+    assert old.startswith(b"HTTP/1.1 400 ") and b'"status":"Failure"' in old
+
+
 def test_a_silent_client_is_dropped_after_the_read_timeout_and_others_are_served(
     serve: Callable[..., StatusServer], ca_file_and_certs: tuple[Path, CertWatcher]
 ) -> None:

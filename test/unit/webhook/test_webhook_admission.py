@@ -59,6 +59,14 @@ def test_a_content_type_parameter_is_accepted() -> None:
     assert decode_review(review(), "application/json; charset=utf-8").uid == "uid-1"
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    """``{"spec": {"a": {"a": ... {}}}}`` with ``depth`` levels below ``spec``."""
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return {"spec": value}
+
+
 MALFORMED = [
     ("not JSON", b"{nope", "application/json", "not JSON"),
     ("empty", b"", "application/json", "request body is empty"),
@@ -82,6 +90,37 @@ MALFORMED = [
         "has no request",
     ),
     ("no uid", review(uid=""), "application/json", "request.uid is missing"),
+    (
+        "a uid that is no string",
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}}',
+        "application/json",
+        "request.uid must be a string, got 7",
+    ),
+    (
+        "a request that is no object",
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":"x"}',
+        "application/json",
+        "has no request",
+    ),
+    (
+        "an object nested too deep",
+        review(object=_nested(200)),
+        "application/json",
+        "request.object.spec.a.a.a.a.a.a.a.a.a.a.a...: collections nested more than 128 levels deep",
+    ),
+    (
+        "an old object nested too deep in a list",
+        review("UPDATE", object={}, oldObject={"spec": {"l": [0, _nested(130)]}}),
+        "application/json",
+        "request.oldObject.spec.l[1].spec.a.a.a.a.a.a.a.a...: collections nested more than 128 levels deep",
+    ),
+    ("JSON nested beyond the decoder", b"[" * 2000 + b"]" * 2000, "application/json", "not JSON"),
+    (
+        "a kind of a megabyte",
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"' + b"K" * (1 << 20) + b'"}',
+        "application/json",
+        "got kind 'KKKKKKKK",
+    ),
     ("unknown operation", review("PATCH"), "application/json", "unknown operation 'PATCH'"),
     ("object not an object", review(object=[1]), "application/json", "request.object must be a JSON object"),
     ("wrong content type", review(), "text/plain", "contentType=text/plain, expected application/json"),
@@ -106,6 +145,7 @@ def test_a_malformed_review_is_a_400_with_a_review_saying_why(
     assert out["response"]["allowed"] is False
     assert out["response"]["status"]["code"] == 400
     assert message in out["response"]["status"]["message"]
+    assert len(answer.body) < 2048  # nothing a client sends makes the answer grow
 
 
 class _Fixed:

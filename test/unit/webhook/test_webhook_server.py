@@ -283,7 +283,7 @@ def test_connections_beyond_the_cap_wait_for_a_free_slot(
         with pytest.raises(TimeoutError):  # no thread takes it: the handshake gets no answer
             certs.client_context().wrap_socket(waiting, server_hostname="127.0.0.1")
         waiting.close()
-        assert server.statistics()["active"] == 1
+        assert server.statistics().active == 1
     finally:
         holder.close()
     # The slot is free again once the holder is gone.
@@ -297,7 +297,7 @@ def test_stop_does_not_wait_for_silent_clients(certs: Certs) -> None:
     server.start(threading.Event())
     silent = socket.create_connection(server.address, timeout=10)
     try:
-        wait_until(lambda: server.statistics()["active"] == 1)  # accepted: its thread waits in the handshake
+        wait_until(lambda: server.statistics().active == 1)  # accepted: its thread waits in the handshake
         began = time.monotonic()
         assert server.stop() is True
         assert time.monotonic() - began < 5
@@ -315,7 +315,7 @@ def test_stop_does_not_wait_for_a_connection_waiting_for_a_slot(certs: Certs) ->
     holder = socket.create_connection(server.address, timeout=10)
     waiting = socket.create_connection(server.address, timeout=10)
     try:
-        wait_until(lambda: server.statistics()["waiting"] == 1)  # the accept loop waits for the held slot
+        wait_until(lambda: server.statistics().saturated)  # the accept loop waits for the held slot
         began = time.monotonic()
         assert server.stop() is True
         assert time.monotonic() - began < 5
@@ -335,3 +335,58 @@ def test_registration_errors() -> None:
         WebhookServer(bind_address="0.0.0.0:9443")
     assert server.need_leader_election() is False
     assert repr(server).startswith("WebhookServer(127.0.0.1:0, paths=1, stopped")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[]",
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"u"}}',
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}',
+        b"[" * 5000 + b"]" * 5000,
+        b"\x00\xff" * 1000,
+    ],
+    ids=["not JSON", "an array", "another kind", "no uid", "nested beyond the decoder", "binary"],
+)
+def test_malformed_reviews_over_https_get_a_400_review_never_a_5xx(
+    server: WebhookServer, certs: Certs, body: bytes
+) -> None:
+    status, answer = post(server.address, certs.client_context(), "/validate", body)
+    assert status == 400
+    response = orjson.loads(answer)["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 400
+    assert server.statistics().handler_errors == 0
+
+
+def test_a_client_trickling_its_headers_loses_its_slot_at_the_deadline(
+    certs: Certs, start: Callable[..., WebhookServer]
+) -> None:
+    certs.install(certs.issue())
+    server = start(read_timeout=0.5, max_connections=1)
+    began = time.monotonic()
+    with (
+        socket.create_connection(server.address, timeout=10) as raw,
+        certs.client_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.settimeout(0.05)
+        closed = False
+        for byte in b"POST /validate HTTP/1.1\r\nX-Slow: " + b"a" * 1000:
+            try:
+                tls.sendall(bytes([byte]))
+                closed = tls.recv(1) == b""
+            except TimeoutError:
+                continue
+            except (OSError, ssl.SSLError):
+                closed = True
+            if closed:
+                break
+        assert closed
+    assert time.monotonic() - began < 5
+    # The slot is free again: a real review is answered.
+    assert post(server.address, certs.client_context(), "/validate", review("UPDATE"))[0] == 200
+
+
+def test_headers_beyond_a_megabyte_are_431(server: WebhookServer, certs: Certs) -> None:
+    head = b"POST /validate HTTP/1.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
+    assert raw_request(server, certs, head).startswith(b"HTTP/1.1 431 ")
