@@ -20,9 +20,11 @@ Guarantees:
   one bucket. Each request counts one ``rest_client_requests_total{code,method,host}``, with code
   ``<error>`` when no HTTP answer came back, per attempt, as client-go counts.
 - **Failures** raise the one mapping of :mod:`controller.errors` (``NotFound``, ``Conflict``, ``Gone``...).
-- **Retry-After.** A GET (list, get, watch start, discovery) answered 429, or 5xx with a ``Retry-After``
-  header, is retried after that delay, at most 10 times, as client-go does. A write is never retried:
-  ``TooManyRequests`` (``retry_after`` set) reaches the caller, whose work queue backs off.
+- **Retry-After.** Any request answered 429, or 5xx with a ``Retry-After`` header, is retried after that
+  delay, at most 10 times, as client-go does for every request whose body it can replay (ours are bytes):
+  reads, watch starts and discovery, and writes too, so a write's Retry-After is honoured here rather than
+  left to a work queue whose first retry comes 5 ms later. Past the retries, or without the header, the
+  error (``TooManyRequests`` with ``retry_after``, ``ServerError``) reaches the caller.
 - **Lists** are paginated 500 per page (client-go's pager default); an expired continue token falls back to
   one unpaginated list, as the pager's ``FullListIfExpired``. The list's resourceVersion is the first page's.
 - **Watches** return a :class:`controller.watch.Watch`. A read timeout (default 90 s, beyond the API
@@ -33,9 +35,7 @@ Guarantees:
   ``fieldManager`` and ``force``.
 
 Deliberately missing: protobuf, ``WatchList`` streaming lists (later, behind a flag), ``deletecollection``,
-dry run, retries of writes on Retry-After (client-go retries any request whose body can be replayed; we leave
-writes to the work queue's backoff), and a fake client (tests run a real API server, or the small HTTP stub
-in ``test/unit/client``).
+dry run, and a fake client (tests run a real API server, or the small HTTP stub in ``test/unit/client``).
 """
 
 from __future__ import annotations
@@ -195,11 +195,10 @@ class Client:
     def _count(self, code: str, method: str) -> None:
         metrics.rest_client_requests_total.labels(code=code, method=method, host=self._host).inc()
 
-    def _retry_delay(
-        self, method: str, status: int, headers: Mapping[str, str], attempt: int
-    ) -> float | None:
-        """client-go ``checkWait``: a GET answered 429, or 5xx with Retry-After, is retried (10 times)."""
-        if method != "GET" or attempt >= self.max_retries or not (status == 429 or status >= 500):
+    def _retry_delay(self, status: int, headers: Mapping[str, str], attempt: int) -> float | None:
+        """client-go ``IsNextRetry``/``checkWait``: a request answered 429, or 5xx, with Retry-After is
+        retried (10 times), whatever its method: every body here is bytes, which client-go resends."""
+        if attempt >= self.max_retries or not (status == 429 or status >= 500):
             return None
         return errors.parse_retry_after(headers.get("Retry-After"))
 
@@ -231,7 +230,7 @@ class Client:
             if answer.status in success:
                 return answer
             body = answer.read_body()
-            delay = self._retry_delay(method, answer.status, answer.headers, attempt)
+            delay = self._retry_delay(answer.status, answer.headers, attempt)
             if delay is None:
                 raise errors.from_response(answer.status, body, answer.headers, method=method)
             attempt += 1
