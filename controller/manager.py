@@ -37,6 +37,11 @@ Guarantees:
   request cannot cost the lease (:meth:`Manager.from_kubeconfig` builds that client on the main client's
   configuration, :meth:`~controller.transport.Transport.with_options`; pass ``leader_election_client``
   yourself otherwise).
+- :attr:`Manager.api_reader` reads from the API server, never from the cache (controller-runtime's
+  ``GetAPIReader``). :meth:`Manager.from_kubeconfig` builds it on the main client's transport and
+  RESTMapper with token buckets of its own, as controller-runtime's API reader is a client of its own (its
+  own REST client, so its own rate limiter, per resource type): live reads do not queue behind the writes
+  of the same resource type, and the other way round.
 - Controller names are unique within a manager.
 
 The metrics endpoint is plain HTTP unless ``metrics_tls_context`` is given (HTTPS with the context it
@@ -204,12 +209,16 @@ class Manager:
         *,
         cache: Cache | None = None,
         leader_election_client: LeaseClient | None = None,
+        api_reader: Client | None = None,
     ) -> None:
         """``cache`` defaults to an :class:`~controller.cache.InformerCache` over ``client`` configured by
-        ``options``; ``leader_election_client`` (default ``client``) writes the Lease."""
+        ``options``; ``leader_election_client`` (default ``client``) writes the Lease; ``api_reader``
+        (default ``client``) is :attr:`api_reader`."""
         opts = options if options is not None else ManagerOptions()
         self.options = opts
         self.client = client
+        self.api_reader = api_reader if api_reader is not None else client
+        """For reads that must reach the API server (the cache cannot answer them); see the module doc."""
         self.clock = opts.clock
         self.cache: Cache = cache if cache is not None else _default_cache(client, opts)
         self._health_address = parse_bind_address(
@@ -258,16 +267,18 @@ class Manager:
         user_agent: str | None = None,
     ) -> Manager:
         """Loads the config (``kubeconfig``, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``) once, builds the
-        client with ``options.qps``/``burst`` and, with leader election, a second client on the same
-        configuration whose requests time out after ``max(renew_deadline / 2, 1 s)``."""
+        client with ``options.qps``/``burst``, the API reader (the same transport and RESTMapper, token
+        buckets of its own) and, with leader election, a second client on the same configuration whose
+        requests time out after ``max(renew_deadline / 2, 1 s)``."""
         opts = options if options is not None else ManagerOptions()
         client = Client.load(kubeconfig, context, qps=opts.qps, burst=opts.burst, user_agent=user_agent)
+        api_reader = Client(client.transport, qps=opts.qps, burst=opts.burst, mapper=client.mapper)
         lease_client: Client | None = None
         if opts.leader_election:
             timeout = max(opts.renew_deadline / 2, 1.0)
             transport = client.transport.with_options(read_timeout=timeout, connect_timeout=timeout)
             lease_client = Client(transport, qps=opts.qps, burst=opts.burst, clock=opts.clock)
-        return cls(client, opts, leader_election_client=lease_client)
+        return cls(client, opts, leader_election_client=lease_client, api_reader=api_reader)
 
     # --- configuration (before run) -------------------------------------------------------------------
 

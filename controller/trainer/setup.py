@@ -227,7 +227,9 @@ def setup_with_manager(
             active.append((gvk, watch))
             cached.add(gvk)
     narrowed = {gvk for gvk, opts in by_object.items() if opts.label_selector}
-    reader = CacheReader(cache, manager.client, cached=cached, narrowed=narrowed)
+    # Live reads (cache misses of narrowed kinds, uncached kinds) go through the API reader: token buckets of
+    # their own, so a burst's snapshot look-ups do not halve the rate of its snapshot applies.
+    reader = CacheReader(cache, manager.api_reader, cached=cached, narrowed=narrowed)
 
     reconciler = TrainJobReconciler(
         cache=cache,
