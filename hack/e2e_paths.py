@@ -22,6 +22,10 @@ Both paths check "serving" the same way: a TrainJob with ``numNodes: 0`` is vali
 refused by the validating webhook, so kube-apiserver's answer tells whether the webhook was reached (a denial
 naming the field) or not (``failed calling webhook``); nothing is ever created by the probe.
 
+- **Kueue** (``test/e2e/test_kueue.py``). kwok: the ``kueue`` binary as a host process
+  (``hack/cluster.py`` ``start_kueue``/``stop_kueue``: URL webhooks on 127.0.0.1, the TrainJob integration).
+  kind: not run, the tests skip (:data:`KUEUE_ON_KIND`); see :func:`running_kueue`.
+
 What the pods do is not a difference of the controller's path but of the nodes: kwok's stages play a pod's
 lifecycle on a timer, kind runs containers. Tests that rely on stages say so themselves and skip on kind.
 
@@ -236,6 +240,49 @@ def running_manager(
         yield RunningManager(flavour=flavour, started_here=True, log=log, process=process)
     finally:
         cluster.stop_manager(state.name)
+
+
+# ---------------------------------------------------------------------------------------------------- Kueue
+
+
+class KueueUnavailable(Exception):
+    """This path cannot run Kueue for the session; the message says why."""
+
+
+KUEUE_ON_KIND = (
+    "Kueue is not installed on the kind path: in kind it would have to run in-cluster from Kueue's image, "
+    "which hack/e2e-setup-kind.sh neither pulls nor builds (it loads only the Trainer image), and a Kueue "
+    "on the host cannot serve kind's kube-apiserver on 127.0.0.1 (it runs in a container)"
+)
+
+
+@contextlib.contextmanager
+def running_kueue(flavour: str, *, cluster_name: str) -> Iterator[Any]:
+    """Kueue with the TrainJob integration for the session's cluster, for as long as the ``with`` block runs.
+
+    - kwok: ``hack/cluster.py`` ``start_kueue`` (the Kueue and Trainer CRDs, the host process, its webhook
+      configurations), stopped afterwards (the configurations removed). A Kueue that ``kueue-up`` left
+      running for the cluster is used as it is and left running. Yields ``hack/cluster.py``'s
+      ``KueueProcess``.
+    - kind: :class:`KueueUnavailable` (:data:`KUEUE_ON_KIND`).
+    """
+    if flavour == "kind":
+        raise KueueUnavailable(KUEUE_ON_KIND)
+    if flavour != "kwok":
+        raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
+    cluster = _cluster_module()
+    existing = cluster.kueue_process(cluster_name)
+    if existing is not None:
+        yield existing
+        return
+    state = cluster.ClusterState.read(cluster_name)
+    if state is None:
+        raise KueueUnavailable(f"the kwok cluster {cluster_name!r} has no state file")
+    process = cluster.start_kueue(state)
+    try:
+        yield process
+    finally:
+        cluster.stop_kueue(cluster_name)
 
 
 # ---------------------------------------------------------------------------------------------------- main

@@ -18,6 +18,11 @@ only if it is not there yet and prints its directory. The CRDs:
   ``volcano.sh/volcano`` at ``VOLCANO_VERSION`` (v1.10.0, the newest release the Go module proxy serves,
   whose CRD predates ``networkTopology``). No third-party YAML is committed.
 
+Kueue's CRDs and webhook manifests (``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``), which ``hack/cluster.py``
+installs for a Kueue controller on the host, come from the module the binary is built from: the wrapper
+module ``hack/tools/kueue`` (``go mod download -json sigs.k8s.io/kueue`` in it, verified against its
+``go.sum``), whose pin must equal ``KUEUE_VERSION``; see :func:`kueue_manifests`.
+
 Upstream kubeflow/trainer's own CRDs (``github.com/kubeflow/trainer/v2`` at ``TRAINER_VERSION``) are found the
 same way, ``upstream_trainer_crd_dir()``: not installed, but compared with ours by ``test/unit/api``.
 
@@ -261,6 +266,76 @@ def volcano_podgroup_crd(versions: dict[str, str] | None = None) -> Path:
     if isinstance(source, GeneratedCRD):
         return generated_crd_path(source, pinned)
     return crd_path(source, pinned)
+
+
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_WRAPPER = HACK / "tools" / "kueue"
+"""The module hack/build-binaries.sh builds the ``kueue`` binary in (its go.mod and go.sum pin Kueue)."""
+KUEUE_CRD_DIR = "config/components/crd/bases"
+KUEUE_WEBHOOK_MANIFESTS = "config/components/webhook/manifests.yaml"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KueueManifests:
+    """Where Kueue's own install manifests are, in the module the binary was built from."""
+
+    version: str
+    module_dir: Path
+    crds: tuple[Path, ...]
+    """Every CRD of ``config/components/crd/bases``, sorted by file name (no conversion-webhook patches)."""
+    webhooks: Path
+    """``config/components/webhook/manifests.yaml``: every webhook the binary serves, Service-addressed."""
+
+
+def wrapper_module_dir(wrapper: Path, module: str, version: str) -> Path:
+    """``module``'s directory in the Go module cache, as the wrapper module ``wrapper`` pins it.
+
+    ``go mod download -json <module>`` runs inside the wrapper, so the version is the one its go.mod requires
+    and the download is checked against its go.sum. That version must be ``version`` (the pin in
+    ``versions.env``): otherwise the binary and the manifests could come from different releases.
+    """
+    go = shutil.which("go")
+    if go is None:
+        raise ThirdPartyError(f"Go is not installed: {module}'s manifests are read from the Go module cache")
+    env = dict(os.environ, GOWORK="off", GOFLAGS=f"{os.environ.get('GOFLAGS', '')} -mod=mod".strip())
+    argv = [go, "mod", "download", "-json", module]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, check=False, timeout=600, cwd=wrapper, env=env
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ThirdPartyError(f"`go mod download {module}` in {wrapper} could not run: {exc}") from exc
+    try:
+        info = json.loads(done.stdout) if done.stdout.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ThirdPartyError(f"`go mod download -json {module}` in {wrapper} printed no JSON") from exc
+    if done.returncode != 0 or info.get("Error") or not info.get("Dir"):
+        detail = info.get("Error") or done.stderr.strip() or f"exit status {done.returncode}"
+        raise ThirdPartyError(f"cannot download {module} as {wrapper}/go.mod pins it: {detail}")
+    if info.get("Version") != version:
+        raise ThirdPartyError(
+            f"{wrapper}/go.mod pins {module}@{info.get('Version')} but {VERSIONS_FILE.name} says {version}: "
+            "update the wrapper (hack/tools/update-wrappers.sh) or the pin"
+        )
+    return Path(info["Dir"])
+
+
+def kueue_manifests(
+    versions: dict[str, str] | None = None, *, wrapper: Path = KUEUE_WRAPPER
+) -> KueueManifests:
+    """Kueue's CRDs and webhook manifests at ``KUEUE_VERSION``, from the wrapper module's pinned download."""
+    pinned = read_versions() if versions is None else versions
+    if "KUEUE_VERSION" not in pinned:
+        raise ThirdPartyError(f"KUEUE_VERSION is not set in {VERSIONS_FILE}")
+    version = pinned["KUEUE_VERSION"]
+    directory = wrapper_module_dir(wrapper, KUEUE_MODULE, version)
+    crds = tuple(sorted((directory / KUEUE_CRD_DIR).glob("*.yaml")))
+    webhooks = directory / KUEUE_WEBHOOK_MANIFESTS
+    if not crds:
+        raise ThirdPartyError(f"{KUEUE_MODULE}@{version} has no CRDs in {KUEUE_CRD_DIR}")
+    if not webhooks.is_file():
+        raise ThirdPartyError(f"{KUEUE_MODULE}@{version} has no {KUEUE_WEBHOOK_MANIFESTS}")
+    return KueueManifests(version=version, module_dir=directory, crds=crds, webhooks=webhooks)
 
 
 def crd_paths() -> list[Path]:
