@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv binaries lint typecheck contracts unit integration e2e bench fuzz bench-scale soak cluster-up cluster-down cluster-env clean
+.PHONY: demo test venv binaries cluster-binaries lint typecheck contracts unit integration e2e bench fuzz bench-scale soak cluster-up cluster-down cluster-env clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -25,6 +25,10 @@ venv: $(STAMP)
 
 binaries:
 	bash hack/build-binaries.sh >/dev/null
+
+# What the local cluster needs; the demo does not wait for Helm, Kueue or upstream's controller (tests only).
+cluster-binaries:
+	bash hack/build-binaries.sh etcd kubernetes kwok jobset >/dev/null
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -72,10 +76,10 @@ bench-scale: venv binaries
 	$(PY) -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install --quiet -e '.[bench]'
 	$(PY) hack/bench_scale.py $(BENCH_ARGS)
 
-demo: venv binaries
+demo: venv cluster-binaries
 	$(PY) hack/cluster.py demo
 
-cluster-up: venv binaries
+cluster-up: venv cluster-binaries
 	$(PY) hack/cluster.py up
 
 cluster-down: venv

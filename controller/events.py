@@ -10,8 +10,9 @@ Guarantees:
   stamps the time, and puts the event on a bounded queue (1000 by default). When the queue is full the event
   is **dropped and counted** (:meth:`EventBroadcaster.statistics`), never waited for.
 - One owned thread, ``event-broadcaster``, writes the queue to the API in order. A write that fails is
-  logged (``event.write_failed``) and counted; it is not retried (client-go retries up to 12 times, 10 s
-  apart; a reconciler that keeps failing will emit the event again).
+  logged (``event.write_failed``) and counted; the broadcaster does not retry it (client-go retries up to 12
+  times, 10 s apart; a reconciler that keeps failing will emit the event again), though the client itself
+  resends a write answered 429 or 5xx with ``Retry-After``.
 - **Series of repeats.** Events are correlated on (involved object, type, reason, message, source). The first
   occurrence creates an Event named ``<object name>.<hex nanoseconds>`` in the object's namespace (``default``
   for cluster-scoped objects) with ``count: 1``; each repeat, while its key is among the 4096 most recently
@@ -20,7 +21,8 @@ Guarantees:
   ``eventLogger`` without its other two stages (below).
 - Messages longer than 1024 characters are truncated (ending in ``...``).
 - :meth:`EventBroadcaster.stop` writes what is still queued (within ``flush_timeout`` seconds), then joins
-  the thread; events recorded after stop are dropped and counted.
+  the thread (for at most a second more: a write waiting out a server's ``Retry-After`` is left to
+  finish); events recorded after stop are dropped and counted.
 
 Deliberately missing: client-go's spam filter (a per-object token bucket, 25 burst then one per 5 minutes)
 and its aggregator (10 similar events with different messages within 10 minutes become one "combined from
@@ -173,7 +175,11 @@ class EventBroadcaster:
         # Wakes a writer blocked on an empty queue; a full queue means it is busy and will see _stopped.
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)
-        thread.join()
+        # Bounded: a write may be waiting out a server's Retry-After inside the client. The thread is a
+        # daemon and sees _stopped after that write; stop() never outlives the flush by more than a second.
+        thread.join(self._flush_timeout + 1.0)
+        if thread.is_alive():
+            _log.warning("event.stop_timed_out", flush_timeout_s=self._flush_timeout)
 
     def statistics(self) -> EventStatistics:
         with self._stats_lock:

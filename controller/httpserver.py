@@ -486,6 +486,7 @@ class HTTPServer:
         with selectors.DefaultSelector() as selector:
             selector.register(listener, selectors.EVENT_READ)
             selector.register(wake, selectors.EVENT_READ)
+            backoff = 0.0  # net/http's Serve: 5 ms doubling to 1 s after a failed accept, 0 after a good one
             while True:
                 with self._lock:
                     # LimitListener: a slot first, then accept; meanwhile the kernel queues connections.
@@ -502,12 +503,32 @@ class HTTPServer:
                     sock, client = listener.accept()
                 except (BlockingIOError, InterruptedError):
                     continue
-                except OSError as exc:  # EMFILE, ECONNABORTED...: keep serving the next one
-                    _log.warning("http.accept_failed", server=self.name, error=str(exc))
+                except OSError as exc:  # EMFILE, ECONNABORTED...: keep serving, without spinning
+                    backoff = min(max(backoff * 2, 0.005), 1.0)
+                    _log.warning("http.accept_failed", server=self.name, error=str(exc), retry_in_s=backoff)
+                    if self._pause(selector, wake, backoff):
+                        return
                     continue
-                self._start_connection(sock, client)
+                if self._start_connection(sock, client):
+                    backoff = 0.0
+                    continue
+                backoff = min(max(backoff * 2, 0.005), 1.0)
+                if self._pause(selector, wake, backoff):
+                    return
 
-    def _start_connection(self, sock: socket.socket, client: Any) -> None:
+    @staticmethod
+    def _pause(selector: selectors.BaseSelector, wake: Any, seconds: float) -> bool:
+        """Waits ``seconds`` unless stop wakes us first; True when stopping."""
+        selector.unregister(wake)
+        try:
+            with selectors.DefaultSelector() as only_wake:
+                only_wake.register(wake, selectors.EVENT_READ)
+                return bool(only_wake.select(seconds))
+        finally:
+            selector.register(wake, selectors.EVENT_READ)
+
+    def _start_connection(self, sock: socket.socket, client: Any) -> bool:
+        """Starts the connection's thread; False (connection closed, slot freed) if no thread can start."""
         sock.setblocking(True)
         conn = _Connection(sock, time.monotonic())
         conn.deadline = conn.accepted + self.limits.read_header_timeout
@@ -518,7 +539,13 @@ class HTTPServer:
         with self._lock:
             self._connections.add(conn)
             self._active += 1
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as exc:  # "can't start new thread": refuse this one, keep accepting
+            _log.warning("http.thread_start_failed", server=self.name, error=str(exc))
+            self._release(conn)
+            return False
+        return True
 
     def _release(self, conn: _Connection) -> None:
         with contextlib.suppress(OSError):

@@ -277,7 +277,9 @@ class Manager:
         if opts.leader_election:
             timeout = max(opts.renew_deadline / 2, 1.0)
             transport = client.transport.with_options(read_timeout=timeout, connect_timeout=timeout)
-            lease_client = Client(transport, qps=opts.qps, burst=opts.burst, clock=opts.clock)
+            # No Retry-After retries inside a request: client-go's RenewDeadline context ends such waits,
+            # and the elector tries again every retry period anyway, checking its deadline between tries.
+            lease_client = Client(transport, qps=opts.qps, burst=opts.burst, clock=opts.clock, max_retries=0)
         return cls(client, opts, leader_election_client=lease_client, api_reader=api_reader)
 
     # --- configuration (before run) -------------------------------------------------------------------

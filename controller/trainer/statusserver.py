@@ -625,6 +625,13 @@ class StatusServer:
         return httpserver.ServerStatistics() if server is None else server.statistics()
 
     def _dial(self) -> None:
+        """A TLS handshake on the server's address, unless every connection slot is taken: a server that is
+        full is busy, not wedged, and a probe queued behind those connections would time out and get the
+        replica restarted (or unready) by whoever holds them."""
+        with self._lock:
+            server = self._server
+        if server is not None and server.statistics().saturated:
+            return
         httpserver.dial_tls(self.address, "status server", _DIAL_TIMEOUT)
 
     def _started(self) -> bool:

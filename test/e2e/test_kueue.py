@@ -12,8 +12,8 @@ Covered, as Kueue's own e2e suite does for TrainJobs (kueue ``test/e2e/singleclu
 - a TrainJob labelled ``kueue.x-k8s.io/queue-name`` is suspended by Kueue's webhook and its Workload waits
   (here: for its LocalQueue to exist); once admitted it runs on the kwok nodes to Complete and the Workload
   is Finished;
-- with quota for one TrainJob, a second one stays suspended, its Workload pending on quota, until the first
-  finishes;
+- with quota for one TrainJob, a second one stays suspended, its Workload pending on quota, while the first
+  (running for an hour) holds it; once the first is deleted the second is admitted and runs to Complete;
 - what Kueue writes at admission, the runtime patch of manager ``kueue.x-k8s.io/manager`` with the flavor's
   node selector and toleration, reaches the JobSet and the pods, which land on the only node they tolerate;
 - a TrainJob with ``spec.managedBy: kueue.x-k8s.io/multikueue`` is left alone by this controller. Kueue
@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +349,8 @@ def test_a_second_trainjob_waits_while_the_first_holds_the_quota(
     client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
     local_queue(client, namespace)
-    first = hack.create_trainjob(client, trainjob("first", run_time="6s"), namespace)
+    # The first runs for an hour: it holds the quota until the test frees it, however slow the machine.
+    first = hack.create_trainjob(client, trainjob("first", run_time="1h"), namespace)
     admitted(client, first, eventually)
     second = hack.create_trainjob(client, trainjob("second"), namespace)
 
@@ -357,18 +360,27 @@ def test_a_second_trainjob_waits_while_the_first_holds_the_quota(
         assert (reserved["status"], reserved["reason"]) == ("False", "Pending"), reserved
         return workload
 
-    waiting = eventually(pending)
-    assert "insufficient unused quota for cpu" in condition(waiting, "QuotaReserved")["message"]
-    holder = workload_of(client, first)  # read after: the first still runs, so the wait is for its quota
-    assert is_true(holder, "Admitted") and not is_true(holder, "Finished"), holder["status"]
-    assert get_trainjob(client, namespace, "second")["spec"]["suspend"] is True
-    assert not pods_of(client, namespace, "second")
+    def still_waiting() -> None:
+        workload = pending()
+        assert "insufficient unused quota for cpu" in condition(workload, "QuotaReserved")["message"]
+        assert not is_true(workload, "Admitted"), workload["status"]
+        assert get_trainjob(client, namespace, "second")["spec"]["suspend"] is True
+        assert not pods_of(client, namespace, "second")
+        holder = workload_of(client, first)
+        assert is_true(holder, "Admitted") and not is_true(holder, "Finished"), holder["status"]
 
-    completed(client, first, eventually)
+    eventually(still_waiting)
+    # It stays pending while the first holds the quota: checked again a few seconds later.
+    time.sleep(3)
+    still_waiting()
+
+    # Free the quota: delete the first TrainJob; Kueue finalizes its Workload and admits the second.
+    freed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # RFC 3339, to the second, rounded down
+    client.delete(hack.TRAINJOB_GVK, "first", namespace)
+    admitted(client, second, eventually)
     completed(client, second, eventually)
-    first_finished = condition(workload_of(client, first), "Finished")["lastTransitionTime"]
     second_admitted = condition(workload_of(client, second), "Admitted")["lastTransitionTime"]
-    assert second_admitted >= first_finished  # RFC 3339 in UTC: string order is time order
+    assert second_admitted >= freed_at  # RFC 3339 in UTC: string order is time order
 
 
 @pytest.mark.usefixtures("cluster_queue")

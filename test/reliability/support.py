@@ -282,27 +282,27 @@ def empty_namespace(client: Client, namespace: str) -> None:
 
 def create_all(client: Client, objects: Iterable[Mapping[str, Any]]) -> int:
     """Create each object, retrying a refused or broken request (the API server may be restarting) until
-    it exists; AlreadyExists after a retry means the first attempt went through. Returns the retries."""
+    it exists; AlreadyExists means an earlier attempt went through (this loop's, or the client's own retry
+    after a 429 or 5xx with Retry-After), so it counts as created. Returns the retries."""
     from controller.errors import AlreadyExists, ApiError, TransportError
 
     retries = 0
     for obj in objects:
         deadline = time.monotonic() + 90
-        attempt = 0
         while True:
             try:
                 client.create(dict(obj), field_manager=USER)
                 break
             except AlreadyExists:
-                if attempt == 0:
-                    raise
+                # The object exists: either an earlier attempt here went through, or the client itself sent
+                # the create again (it retries a request answered 429 or 5xx with Retry-After) after the
+                # first one had been stored. Either way the create succeeded.
                 break
             except (TransportError, ApiError) as exc:
                 if isinstance(exc, ApiError) and exc.status not in (429, 500, 503, 504):
                     raise
                 if time.monotonic() > deadline:
                     raise
-                attempt += 1
                 retries += 1
                 time.sleep(0.2)
     return retries
@@ -346,7 +346,12 @@ class TrainerManager:
             assert self.manager.elected, "not leading yet"
             assert self.manager.cache.has_synced(), "caches not synced yet"
 
-        eventually(elected, timeout=timeout, interval=0.1)
+        try:
+            eventually(elected, timeout=timeout, interval=0.1)
+        except BaseException:
+            # Not elected or not synced in time: do not leave the manager running (and writing) behind.
+            self.stop()
+            raise
         return self
 
     def queue_idle(self) -> None:
@@ -361,10 +366,17 @@ class TrainerManager:
         raise AssertionError("no trainjob_controller in the manager")
 
     def stop(self) -> None:
+        """Stop and join the manager, then close its clients (idempotent; safe if it never started)."""
         self.manager.stop()
-        self._thread.join(60)
+        if self._thread.is_alive():
+            self._thread.join(60)
+        alive = self._thread.is_alive()
         self.manager.client.close()
-        assert not self._thread.is_alive(), "the manager did not stop"
+        # With leader election, Manager.from_kubeconfig builds the Lease client on a transport of its own.
+        lease_client = self.manager._leader_election_client
+        if lease_client is not None and lease_client is not self.manager.client:
+            lease_client.close()
+        assert not alive, "the manager did not stop"
 
 
 def caches_match_server(manager: TrainerManager, client: Client) -> int:
@@ -624,9 +636,16 @@ class ApiserverProxies:
         return write_kubeconfig(self.directory / f"{name}.kubeconfig", config)
 
     def stop_all(self) -> None:
+        """Stop every proxy, even if stopping one fails; then raise the first failure."""
+        failures: list[BaseException] = []
         for proxy in self.proxies:
-            proxy.stop()
+            try:
+                proxy.stop()
+            except Exception as exc:  # noqa: BLE001 - collected, the first is raised below
+                failures.append(exc)
         self.proxies.clear()
+        if failures:
+            raise failures[0]
 
 
 def wait_for(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.1) -> float:

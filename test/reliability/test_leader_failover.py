@@ -2,9 +2,10 @@
 15 s, renew deadline 10 s, retry period 2 s), the shipped RBAC: the leader killed with SIGKILL, cut off from
 kube-apiserver by a network partition, or robbed of its Lease.
 
-- SIGKILL: the standby takes the Lease within client-go's worst case (19.8 s with these timings, plus the
-  scheduling margin of ``test/integration/test_manager_integration.py``, whose toy-manager takeover test
-  this one builds on rather than repeats) and reconciles what the leader left: TrainJobs created before,
+- SIGKILL: the standby takes the Lease within 28.8 s (client-go's worst case with these timings, a lease
+  duration plus two retry periods jittered by up to +120 %, 15 + 2 x 4.4 = 23.8 s, plus the 5 s scheduling
+  margin of ``test/integration/test_manager_integration.py``, whose toy-manager takeover test this one
+  builds on rather than repeats) and reconciles what the leader left: TrainJobs created before,
   during and after the failover each end with exactly one JobSet, the JobSets made before the kill keep
   their uid (nothing was made twice).
 - Partition: each manager reaches kube-apiserver through its own fault proxy; the leader's stops

@@ -4,7 +4,7 @@ appear in the manager's log or in Events.
 ``trainer-controller-manager`` runs as shipped but at ``--zap-log-level=debug`` (the most it ever logs),
 with the certificate rotator on (it generates the CA and serving key into the Secret
 ``kubeflow-trainer-webhook-cert`` and onto disk) and leader election, through a fault proxy that refuses
-the first Secret writes with 500 (so the failure paths, their log lines and Warning events, run too). MPI
+the first MPI Secret writes with 500 (so the failure paths, their log lines and Warning events, run too). MPI
 TrainJobs get their SSH-key Secrets. Then the process is stopped, and its whole log and every Event of the
 cluster are searched for each Secret value: as stored (base64), decoded, and each line of a PEM body; and
 for the bearer token and its signature.
@@ -61,7 +61,20 @@ def test_secret_contents_never_appear_in_logs_or_events(  # noqa: PLR0917 - fixt
 ) -> None:
     admin.create(support.mpi_runtime(namespace), field_manager=support.USER)
     proxy = proxies.new("secrets")
-    refused = proxy.inject(Fault(status=500, match=lambda i: i.resource == "secrets" and i.is_write, limit=2))
+    # Only the MPI Secrets (applied by name): the certificate rotator writes its Secret at start and would
+    # otherwise be able to take both refusals, so that no MPI failure path ran.
+    refused = proxy.inject(
+        Fault(
+            status=500,
+            match=lambda i: (
+                i.resource == "secrets"
+                and i.is_write
+                and i.namespace == namespace
+                and i.name.endswith("-mpi-ssh-auth")
+            ),
+            limit=2,
+        )
+    )
     kubeconfig = proxies.kubeconfig(proxy, service_account_kubeconfig, "secrets")
     process = support.ManagerProcess(
         tmp_path / "manager", kubeconfig, name="secrets", cert_management=True, log_level="debug"

@@ -5,10 +5,10 @@ The manager runs in this process as the ServiceAccount, through a fault proxy th
 requests (reads, writes, list, watch) with 429 ``Retry-After: 1``, 503 or 500 while a burst of TrainJobs is
 reconciled. Measured from the proxy's record of every request:
 
-- a GET answered 429 is sent again no sooner than its Retry-After (the client's own retry), and so is a
-  write (the controller requeues the failed reconcile no sooner than the Retry-After);
-- once every TrainJob has converged (faults still on), nothing is written any more: failing requests do not
-  keep a loop spinning; the request rate over the window is reported;
+- a request answered 429 is sent again no sooner than its Retry-After: the client itself retries a GET, and
+  a write too, after the Retry-After (``controller/client.py``);
+- once every TrainJob has converged (faults still on), nothing but Events is written any more: failing
+  requests do not keep a loop spinning; the request rate over the window is reported;
 - after the faults stop, the caches equal a fresh LIST (no watch event was lost to a failed watch).
 """
 
@@ -86,7 +86,14 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
         proxy.clear_faults()
         ended = time.monotonic()
         window = proxy.exchanges(since=began)
-        written_after = [e for e in proxy.exchanges(since=settled + 1.0) if e.info.is_write]
+        # Events are left out: the one event broadcaster thread sends them in order, and each 429 makes it
+        # sleep for the Retry-After, so Events recorded before convergence may still be on their way. They
+        # are not reconcile writes, and a hot reconcile loop would show in the other resources' writes.
+        written_after = [
+            e
+            for e in proxy.exchanges(since=settled + 1.0)
+            if e.info.is_write and e.info.resource != "events"
+        ]
         budget = BURST * REQUESTS_PER_TRAINJOB + INFORMER_REQUESTS
         assert len(window) <= budget, f"{len(window)} requests in {ended - began:.0f} s (budget {budget})"
         assert written_after == [], [(e.info.verb, e.info.path, e.status) for e in written_after[:5]]

@@ -475,3 +475,22 @@ def test_plain_http_to_the_tls_server_is_closed_not_answered(
     server = serve(tls_context=tls.watcher.context)
     assert exchange(server.address, b"GET / HTTP/1.1\r\n\r\n") == b""
     wait_until(lambda: server.statistics().handshake_failures == 1)
+
+
+def test_a_connection_whose_thread_cannot_start_is_closed_and_the_server_keeps_accepting(
+    serve: Callable[..., HTTPServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = threading.Thread.start
+    refusals = [True]
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name == "test-http/conn" and refusals:
+            refusals.pop()
+            raise RuntimeError("can't start new thread")
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    server = serve()
+    assert exchange(server.address, b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n") == b""
+    assert status_of(exchange(server.address, b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")) == 200
+    assert server.serving

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from controller.authentication import Authentication, AuthenticationError, UserInfo
 from controller.certwatcher import CertWatcher
+from controller.envtest import wait_until
 from controller.envtest.certs import CertificateAuthority
 from controller.errors import ApiError, ConnectionFailed, Invalid, NotFound
 from controller.trainer.statusserver import (
@@ -650,6 +651,17 @@ def test_a_silent_client_is_dropped_after_the_read_timeout_and_others_are_served
         code, _, _ = https(server, ca_file, method="POST", path="/nope", body=b"{}", headers={})
         assert code == 404
         assert silent.recv(1) == b""  # the server closed the silent connection
+
+
+def test_a_server_whose_slots_are_all_held_is_healthy_and_ready_without_a_probe_waiting_in_line(
+    serve: Callable[..., StatusServer],
+) -> None:
+    server = serve(read_timeout=30.0, max_connections=1)
+    with socket.create_connection(server.address, timeout=10):
+        # The one slot is held by a silent client; a probe dialling in would wait behind it.
+        wait_until(lambda: server._server is not None and server._server.statistics().saturated, timeout=10)
+        server.health_checker()()
+        server.ready_checker()()
 
 
 def test_checks_and_lifecycle(
