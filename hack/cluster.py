@@ -1803,37 +1803,48 @@ def start_kueue(
             f"--config={config_path}",
             f"--zap-log-level={log_level}",
         ]
+        registered = kueue_webhook_configurations(
+            manifests.webhooks, port=webhook, ca_bundle=ca.cert_pem, frameworks=frameworks
+        )
         with log.open("ab") as out:
             out.write(f"\n--- start attempt {attempt}: {' '.join(argv)}\n".encode())
             out.flush()
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-        registered = kueue_webhook_configurations(
-            manifests.webhooks, port=webhook, ca_bundle=ca.cert_pem, frameworks=frameworks
-        )
-        process = KueueProcess(
-            pid=proc.pid,
-            health_port=health,
-            metrics_port=metrics,
-            webhook_port=webhook,
-            config=str(config_path),
-            log=str(log),
-            webhook_configurations=tuple(f"{c['kind']}/{c['metadata']['name']}" for c in registered),
-        )
-        _kueue_state(state.name).write_text(json.dumps(dataclasses.asdict(process), indent=2) + "\n")
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and time.monotonic() < deadline and not process.ready():
-            time.sleep(0.2)
-        if proc.poll() is None and process.ready():
-            break
-        if proc.poll() is None:
-            stop_kueue(state.name)
-            raise ClusterError(f"Kueue was not ready within {timeout:.0f} s; {log}:\n{_tail_file(log)}")
-        tail = _tail_file(log)
-        if not _PORT_RACE.search(tail):
+        try:
+            process = KueueProcess(
+                pid=proc.pid,
+                health_port=health,
+                metrics_port=metrics,
+                webhook_port=webhook,
+                config=str(config_path),
+                log=str(log),
+                webhook_configurations=tuple(f"{c['kind']}/{c['metadata']['name']}" for c in registered),
+            )
+            _kueue_state(state.name).write_text(json.dumps(dataclasses.asdict(process), indent=2) + "\n")
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and time.monotonic() < deadline and not process.ready():
+                time.sleep(0.2)
+            if proc.poll() is None and process.ready():
+                break
+            if proc.poll() is None:
+                stop_kueue(state.name)
+                raise ClusterError(f"Kueue was not ready within {timeout:.0f} s; {log}:\n{_tail_file(log)}")
+            tail = _tail_file(log)
+            this_attempt = log.read_text(errors="replace").rsplit("\n--- start attempt ", 1)[-1]
+            if not _PORT_RACE.search(this_attempt):
+                _kueue_state(state.name).unlink(missing_ok=True)
+                raise ClusterError(f"Kueue exited with code {proc.returncode}; {log}:\n{tail}")
+        except BaseException:  # an error or Ctrl-C here must not leave an untracked Kueue running
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
             _kueue_state(state.name).unlink(missing_ok=True)
-            raise ClusterError(f"Kueue exited with code {proc.returncode}; {log}:\n{tail}")
+            raise
         _say(f"Kueue lost a port race (attempt {attempt}); retrying with new ports")
     else:
         _kueue_state(state.name).unlink(missing_ok=True)

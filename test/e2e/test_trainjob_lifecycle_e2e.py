@@ -422,7 +422,9 @@ def test_a_trainjob_managed_by_another_controller_is_left_alone(
 def test_a_trainjob_past_its_active_deadline_fails_and_its_jobset_is_deleted(
     e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
-    deadline = 8
+    # Long enough for the pods to be Running before it passes on a loaded machine: once it has passed, the
+    # JobSet is deleted and the pods can never be seen Running.
+    deadline = 25
     name = "overdue"
     job = e2e.trainjob(name, "torch-distributed", runtime_patches=[e2e.run_for_an_hour_patch(("node",))])
     job["spec"]["activeDeadlineSeconds"] = deadline
@@ -433,6 +435,10 @@ def test_a_trainjob_past_its_active_deadline_fails_and_its_jobset_is_deleted(
         assert pods and {p.status.phase for p in pods} == {"Running"}, [p.status.phase for p in pods]
 
     eventually(running, timeout=deadline)  # the pods would run for an hour
+    # Seen Running, so the JobSet was not cut short before the deadline; nor was the TrainJob finished.
+    early = conditions(read_trainjob(e2e_cluster, namespace, name))
+    finished_types = (constants.CONDITION_FAILED, constants.CONDITION_COMPLETE)
+    assert not [c for c in early if c[0] in finished_types and c[1] == "True"], early
 
     stored = e2e.finished(e2e_cluster, namespace, name, eventually)
     assert conditions(stored) == [

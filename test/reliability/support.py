@@ -641,7 +641,7 @@ class ApiserverProxies:
         for proxy in self.proxies:
             try:
                 proxy.stop()
-            except Exception as exc:  # noqa: BLE001 - collected, the first is raised below
+            except Exception as exc:  # collected; the first is raised below
                 failures.append(exc)
         self.proxies.clear()
         if failures:

@@ -90,9 +90,7 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
         # sleep for the Retry-After, so Events recorded before convergence may still be on their way. They
         # are not reconcile writes, and a hot reconcile loop would show in the other resources' writes.
         written_after = [
-            e
-            for e in proxy.exchanges(since=settled + 1.0)
-            if e.info.is_write and e.info.resource != "events"
+            e for e in proxy.exchanges(since=settled + 1.0) if e.info.is_write and e.info.resource != "events"
         ]
         budget = BURST * REQUESTS_PER_TRAINJOB + INFORMER_REQUESTS
         assert len(window) <= budget, f"{len(window)} requests in {ended - began:.0f} s (budget {budget})"
