@@ -16,6 +16,10 @@
 - ``kubeconfig`` (session): the admin kubeconfig path. Nothing global is set: tests pass it on.
 - ``namespace`` (function): a fresh namespace per test, deleted afterwards. Tier 1 runs no namespace
   controller, so a deleted namespace stays Terminating; names are unique, so that is harmless.
+- ``plain_tracebacks`` (session, autouse): structlog's default configuration with plain tracebacks instead of
+  its pretty ones. A pretty traceback takes a second or two to draw on this machine, on the worker thread
+  that logs ``reconcile.failed`` (and under the GIL every thread waits): earlier tests' TrainJobs, left in
+  namespaces Tier 1 never finishes deleting, keep failing, and their tracebacks slowed every later test.
 - ``eventually`` (function): bounded polling, :func:`controller.envtest.eventually`:
   ``eventually(fn, timeout=10.0, interval=0.1)`` calls ``fn`` until it stops raising AssertionError (or the
   ``retry_on`` exception types) and returns its result; on timeout the last such exception propagates.
@@ -33,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import structlog
 
 from controller import envtest
 from controller.envtest import Binaries, BinariesNotFound, ControlPlane, find_binaries
@@ -69,6 +74,23 @@ def _find_binaries() -> Binaries:
     """The binaries of the versions pinned in hack/versions.env (the library takes versions, not paths)."""
     pinned = _thirdparty().read_versions()
     return find_binaries(etcd_version=pinned["ETCD_VERSION"], kubernetes_version=pinned["KUBERNETES_VERSION"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def plain_tracebacks() -> Iterator[None]:
+    previous = structlog.get_config()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
+        ]
+    )
+    yield
+    structlog.configure(**previous)
 
 
 @pytest.fixture(scope="session")
