@@ -48,6 +48,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 faultproxy = load_script(HERE / "faultproxy.py", "_reliability_faultproxy")
 install = load_script(ROOT / "test" / "integration" / "install_manifests.py", "_install_manifests")
+objects = load_script(
+    ROOT / "test" / "integration" / "trainer" / "objects.py", "_trainer_integration_objects"
+)
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 TRAINING_RUNTIME = GVK("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")
@@ -184,20 +187,10 @@ def trainjob(namespace: str, name: str, runtime: str = "small", *, suspend: bool
     }
 
 
-def get(client: Client, gvk: GVK, name: str, namespace: str | None) -> dict[str, Any]:
-    """The object, or AssertionError (so ``eventually`` retries) while it does not exist."""
-    try:
-        return client.get(gvk, name, namespace)
-    except NotFound as exc:
-        raise AssertionError(f"{gvk.kind} {namespace}/{name} does not exist (yet)") from exc
-
-
-def absent(client: Client, gvk: GVK, name: str, namespace: str | None) -> bool:
-    try:
-        client.get(gvk, name, namespace)
-    except NotFound:
-        return True
-    return False
+# The Trainer integration tests' reads, one copy: ``get`` raises AssertionError (so ``eventually`` retries)
+# while the object does not exist; ``absent`` says whether it is gone.
+get = objects.get
+absent = objects.absent
 
 
 def condition_types(obj: Mapping[str, Any]) -> dict[str, str]:
