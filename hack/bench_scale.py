@@ -81,8 +81,7 @@ import yaml
 
 from controller.client import Client
 from controller.envtest import ControlPlane, find_binaries, load_script
-from controller.envtest.certs import CertificateAuthority
-from controller.envtest.process import free_port, install_sigterm_handler
+from controller.envtest.process import install_sigterm_handler
 from controller.errors import ApiError, Gone, TransportError, WatchTimeout
 from controller.gvk import GVK
 from runtime.render import Document, RenderOptions
@@ -468,20 +467,10 @@ def start_ours(kubeconfig: Path, workdir: Path, *, qps: float, burst: int, timeo
         raise SystemExit(f"{binary} is missing: install the package first (`make venv`)")
     workdir.mkdir(parents=True, exist_ok=True)
     cert_dir = workdir / "certs"
-    CertificateAuthority.new("bench-webhook-ca").issue_serving(["127.0.0.1", "localhost"]).write(
-        cert_dir, "tls.crt", "tls.key"
+    prepared = upstream.prepare(
+        workdir, yaml.safe_load(OUR_CONFIG.read_text()), cert_dir, qps=qps, burst=burst
     )
-    health, metrics, webhook = free_port(), free_port(), free_port()
-    config = upstream.configuration(
-        yaml.safe_load(OUR_CONFIG.read_text()),
-        health_port=health,
-        metrics_port=metrics,
-        webhook_port=webhook,
-        qps=qps,
-        burst=burst,
-    )
-    config_path = workdir / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    config_path = prepared.config
     argv = [
         str(binary),
         f"--config={config_path}",
@@ -493,9 +482,9 @@ def start_ours(kubeconfig: Path, workdir: Path, *, qps: float, burst: int, timeo
         "trainer-controller-manager",
         argv,
         workdir=workdir,
-        health_port=health,
-        metrics_port=metrics,
-        webhook_port=webhook,
+        health_port=prepared.health_port,
+        metrics_port=prepared.metrics_port,
+        webhook_port=prepared.webhook_port,
         config=config_path,
         timeout=timeout,
     )

@@ -59,6 +59,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,45 @@ def launch(
     return handle
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare` wrote: the configuration file and the loopback ports it names."""
+
+    config: Path
+    health_port: int
+    metrics_port: int
+    webhook_port: int
+
+
+def prepare(
+    directory: Path,
+    base: Mapping[str, Any],
+    cert_dir: Path,
+    *,
+    qps: float,
+    burst: int,
+    overrides: Mapping[str, Any] | None = None,
+) -> Prepared:
+    """A throwaway serving certificate in ``cert_dir``, three free loopback ports, and ``base`` changed by
+    :func:`configuration` written to ``directory/config.yaml``: what either manager needs on the host."""
+    CertificateAuthority.new("trainer-bench-webhook-ca").issue_serving(["127.0.0.1", "localhost"]).write(
+        cert_dir, "tls.crt", "tls.key"
+    )
+    health, metrics, webhook = free_port(), free_port(), free_port()
+    config = configuration(
+        base,
+        health_port=health,
+        metrics_port=metrics,
+        webhook_port=webhook,
+        qps=qps,
+        burst=burst,
+        overrides=overrides,
+    )
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return Prepared(path, health, metrics, webhook)
+
+
 def start(
     kubeconfig: str | os.PathLike[str],
     workdir: str | os.PathLike[str],
@@ -299,21 +339,15 @@ def start(
     directory.mkdir(parents=True, exist_ok=True)
     executable = binary or binary_path()
     tmp = directory / "tmp"
-    CertificateAuthority.new("upstream-trainer-webhook-ca").issue_serving(["127.0.0.1", "localhost"]).write(
-        tmp / WEBHOOK_CERT_SUBDIR, "tls.crt", "tls.key"
-    )
-    health, metrics, webhook = free_port(), free_port(), free_port()
-    config = configuration(
+    prepared = prepare(
+        directory,
         shipped_configuration(),
-        health_port=health,
-        metrics_port=metrics,
-        webhook_port=webhook,
+        tmp / WEBHOOK_CERT_SUBDIR,
         qps=qps,
         burst=burst,
         overrides=overrides,
     )
-    config_path = directory / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    config_path = prepared.config
     argv = [
         str(executable),
         f"--config={config_path}",
@@ -326,9 +360,9 @@ def start(
         "upstream-trainer-controller-manager",
         argv,
         workdir=directory,
-        health_port=health,
-        metrics_port=metrics,
-        webhook_port=webhook,
+        health_port=prepared.health_port,
+        metrics_port=prepared.metrics_port,
+        webhook_port=prepared.webhook_port,
         config=config_path,
         environ={"TMPDIR": str(tmp)},
         timeout=timeout,
