@@ -60,7 +60,6 @@ import argparse
 import concurrent.futures
 import contextlib
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -493,21 +492,12 @@ def start_ours(kubeconfig: Path, workdir: Path, *, qps: float, burst: int, timeo
 def ours_workers_started_at(log: Path, controller: str = CONTROLLER) -> float | None:
     """When our ``controller`` logged ``controller.started`` (workers up, after its caches synced), as a
     Unix time, from the last start in ``log``."""
-    found: float | None = None
-    try:
-        lines = log.read_bytes().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if b"controller.started" not in line:
-            continue
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if entry.get("event") == "controller.started" and entry.get("controller") == controller:
-            found = datetime.datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00")).timestamp()
-    return found
+
+    def stamp(entry: dict[str, Any]) -> object:
+        matches = entry.get("event") == "controller.started" and entry.get("controller") == controller
+        return entry.get("timestamp") if matches else None
+
+    return _upstream().last_logged_at(log, b"controller.started", stamp)
 
 
 def start_manager(which: str, kubeconfig: Path, workdir: Path, *, qps: float, burst: int) -> Any:

@@ -58,7 +58,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -369,28 +369,41 @@ def start(
     )
 
 
-def workers_started_at(log: Path, controller: str = "trainjob_controller") -> float | None:
-    """When upstream's ``controller`` logged ``Starting workers`` (after its caches synced), as a Unix
-    time, from the last start recorded in ``log``; None if it has not (yet)."""
+def last_logged_at(log: Path, marker: bytes, stamp_of: Callable[[dict[str, Any]], object]) -> float | None:
+    """The time of the last JSON line of ``log`` that contains ``marker`` and for which ``stamp_of`` gives a
+    timestamp (an ISO 8601 string or Unix seconds), as a Unix time; None if there is none (or no log)."""
     found: float | None = None
     try:
         lines = log.read_bytes().splitlines()
     except OSError:
         return None
     for line in lines:
-        if b"Starting workers" not in line:
+        if marker not in line:
             continue
         try:
             entry = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if entry.get("msg") == "Starting workers" and entry.get("controller") == controller:
-            stamp = entry.get("ts")
-            if isinstance(stamp, str):
-                found = datetime.datetime.fromisoformat(stamp).timestamp()
-            elif isinstance(stamp, int | float):
-                found = float(stamp)
+        stamp = stamp_of(entry) if isinstance(entry, dict) else None
+        if isinstance(stamp, str):
+            found = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        elif isinstance(stamp, int | float):
+            found = float(stamp)
     return found
+
+
+def workers_started_at(log: Path, controller: str = "trainjob_controller") -> float | None:
+    """When upstream's ``controller`` logged ``Starting workers`` (after its caches synced), as a Unix
+    time, from the last start recorded in ``log``; None if it has not (yet)."""
+
+    def stamp(entry: dict[str, Any]) -> object:
+        return (
+            entry.get("ts")
+            if entry.get("msg") == "Starting workers" and entry.get("controller") == controller
+            else None
+        )
+
+    return last_logged_at(log, b"Starting workers", stamp)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
