@@ -18,6 +18,9 @@ Guarantees:
   changed by someone else, and the object exists). Anything else is applied. After a restart nothing is
   remembered, so the first reconcile applies whatever the pipeline returns (upstream applies it every time).
   Memory: one 16-byte digest per applied object, dropped with its TrainJob (`forget`).
+- `start(owner)` marks a TrainJob this process has begun writing for (before the first apply, whatever its
+  outcome); `started(owner)` tells, until `forget`. The reconciler trusts cache misses only for a TrainJob
+  nothing has begun writing for.
 
 Deliberately missing: reading `managedFields` to skip the first apply after a restart (the cache strips
 them to save memory), and any client-side merge: the API server is the only merger.
@@ -113,6 +116,16 @@ class AppliedBodies:
         """Whether this process has applied any body to that object for `owner` (since it last forgot it)."""
         with self._lock:
             return object_key(body) in self._bodies.get(owner, {})
+
+    def start(self, owner: tuple[str, str]) -> None:
+        """Remember that this process is about to write for `owner` (kept until `forget`)."""
+        with self._lock:
+            self._bodies.setdefault(owner, {})
+
+    def started(self, owner: tuple[str, str]) -> bool:
+        """Whether this process has begun writing for `owner` (an apply attempted, whatever its outcome)."""
+        with self._lock:
+            return owner in self._bodies
 
     def record(self, owner: tuple[str, str], body: Mapping[str, Any]) -> None:
         """Remember that `body` was just applied successfully."""

@@ -14,6 +14,9 @@ Guarantees (the contract of `runtime.framework.Reader`):
   `get` then asks the API server once (NotFound → None). An object written by an older controller (upstream
   does not label its snapshot or MPI Secret) is thus still found, and never re-created. `list` of such a kind
   returns only the labelled objects.
+- `trusting_misses()` is the same reader without that confirmation, for the objects of a TrainJob no
+  controller can have built yet (the TrainJob reconciler decides when: see
+  `controller.trainer.trainjob_controller`): a new TrainJob's snapshot and MPI Secret cost no request.
 - A kind nobody caches (PriorityClasses for the Volcano plugin's validation, the status server's CA Secret in
   the operator namespace) is read live: one request per read, and nothing about it is cached. Caching them
   would mean watching every PriorityClass or every Secret of a namespace for a rare read.
@@ -95,6 +98,12 @@ class CacheReader:
             return None
         except _READ_FAILURES as exc:
             raise ReadError(f"reading {kind} {namespace or ''}/{name}: {exc}") from exc
+
+    def trusting_misses(self) -> CacheReader:
+        """This reader with every cache miss final: no live confirmation for narrowed kinds."""
+        if not self._narrowed:
+            return self
+        return CacheReader(self._cache, self._client, cached=self._cached)
 
     def list(
         self,

@@ -29,6 +29,13 @@ Guarantees:
 
 - **A steady-state reconcile makes no write**: no apply when nothing would change, no status patch when the
   status is equal, and (with every kind read cached) no request at all.
+- **A new TrainJob costs no read**: ConfigMaps and Secrets are cached only when labelled, so a miss of the
+  runtime snapshot or the MPI Secret is normally confirmed with a live GET (an older controller's are
+  unlabelled). For a TrainJob nothing can have built yet (no status, no JobSet in the cache, nothing written
+  for it by this process) the pipeline gets `new_owner_reader`, whose misses are final. The one case it
+  cannot see: a predecessor that wrote the snapshot or MPI Secret and stopped before the JobSet and any
+  status. The snapshot is then rewritten from the current runtime (the TrainJob had not started), and the
+  MPI Secret's apply is refused as immutable once (an event and a retry, which confirms live).
 - **A finished TrainJob is never rebuilt**: a JobSet removed after completion (its TTL) is not recreated;
   its status keeps following the JobSet while it exists. (Upstream drops a non-deadline `Failed` condition at
   the start of every reconcile, so a failed TrainJob whose JobSet is gone is rebuilt; not here.)
@@ -70,7 +77,7 @@ from runtime.core.errors import (
     UnsupportedRuntimeError,
 )
 from runtime.core.status import condition, set_condition
-from runtime.framework import FrameworkError, Reader
+from runtime.framework import FrameworkError, Reader, ReadError
 
 __all__ = [
     "CONTROLLER_NAME",
@@ -134,7 +141,16 @@ class TrainJobReconciler:
     """Reconciles one TrainJob per call; see the module docstring. Safe for concurrent workers (one key
     is never reconciled by two workers at once)."""
 
-    __slots__ = ("_applied", "_cache", "_client", "_clock", "_reader", "_recorder", "_registry")
+    __slots__ = (
+        "_applied",
+        "_cache",
+        "_client",
+        "_clock",
+        "_new_owner_reader",
+        "_reader",
+        "_recorder",
+        "_registry",
+    )
 
     def __init__(
         self,
@@ -146,10 +162,14 @@ class TrainJobReconciler:
         recorder: EventRecorder,
         clock: Clock,
         applied: AppliedBodies | None = None,
+        new_owner_reader: Reader | None = None,
     ) -> None:
+        """`new_owner_reader`: `reader` with final cache misses, for a TrainJob nothing has built yet
+        (`controller.trainer.reader.CacheReader.trusting_misses`); `reader` itself when None."""
         self._cache = cache
         self._client = client
         self._reader = reader
+        self._new_owner_reader = new_owner_reader if new_owner_reader is not None else reader
         self._registry = registry
         self._recorder = recorder
         self._clock = clock
@@ -167,7 +187,7 @@ class TrainJobReconciler:
         if not view.is_managed_by_trainer:
             return DONE
 
-        reader = AppliedObjects(self._reader)
+        reader = AppliedObjects(self._new_owner_reader if self._is_new(view, owner) else self._reader)
         errors: list[BaseException] = []
         failure: str | None = None  # the metric reason of this reconcile's first failure
         permanent: PermanentError | None = None
@@ -227,8 +247,20 @@ class TrainJobReconciler:
             return Result(requeue_after=update.requeue_after)
         return DONE
 
+    def _is_new(self, view: TrainJobView, owner: tuple[str, str]) -> bool:
+        """Whether nothing can have been built for the TrainJob yet: no status, nothing this process has begun
+        writing for it, no JobSet in the cache (a read that fails counts as not new)."""
+        if view.obj.get("status") or self._applied.started(owner):
+            return False
+        try:
+            return self._reader.get(JOBSET.api_version, JOBSET.kind, view.name, view.namespace) is None
+        except ReadError:
+            return False
+
     def _reconcile_objects(self, trainjob: TrainJob, owner: tuple[str, str], reader: AppliedObjects) -> None:
         objects = self._registry.new_objects(trainjob, reader)
+        if objects:
+            self._applied.start(owner)
         for body in objects:
             metadata = body.get("metadata") or {}
             api_version, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))

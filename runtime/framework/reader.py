@@ -20,7 +20,8 @@ Contract of every `Reader`:
   for absent would re-apply them: a fresh key pair on an immutable Secret is rejected on every
   reconcile, and a rewritten snapshot silently moves a running TrainJob to the current runtime. The
   fallback costs one request per miss: once before such an object is first created, and on every read
-  of an object older than the label.
+  of an object older than the label. A controller may skip it for an owner nothing can have built for yet
+  (a new TrainJob), handing the pipeline a reader whose misses are final.
 - `list` of a kind the controller caches under a label selector returns only the matching objects.
 
 Deliberately missing: field selectors, set-based label selectors, resource versions and writes.

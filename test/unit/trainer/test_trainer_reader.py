@@ -84,6 +84,15 @@ def test_a_miss_in_a_label_narrowed_cache_is_confirmed_live() -> None:
     assert live.reads == 2
 
 
+def test_a_reader_trusting_misses_answers_from_the_cache_alone() -> None:
+    live = FakeStore(obj(CONFIGMAP, "old-snapshot", "ns"))
+    reader = CacheReader(FakeStore(), live, cached=[CONFIGMAP], narrowed=[CONFIGMAP])  # type: ignore[arg-type]
+    trusting = reader.trusting_misses()
+    assert trusting.get("v1", "ConfigMap", "old-snapshot", "ns") is None
+    assert live.reads == 0
+    assert reader.get("v1", "ConfigMap", "old-snapshot", "ns") is not None  # the original still confirms
+
+
 def test_an_uncached_kind_is_read_live() -> None:
     live = FakeStore(obj(PRIORITY_CLASS, "high"))
     reader = CacheReader(FakeStore(), live, cached=[JOBSET])  # type: ignore[arg-type]

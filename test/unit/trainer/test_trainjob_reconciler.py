@@ -1,72 +1,28 @@
 """The TrainJob reconciler with in-memory fakes, for the cases that need no API server: what it applies and
 writes, its events and its verdicts. The integration tier runs the same reconciler against a real one.
 
-The fakes model objects by key only: no defaulting, no resource versions, no field ownership (an apply
-replaces the stored object), no watches. `FakeCluster` is the cache, the client and the reader at once.
+The fakes (`fakes.py`: what they model and what not) are shared with the reconciler's fuzz properties.
+`FakeCluster` is the cache, the client and the reader at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from controller.clock import FakeClock
-from controller.errors import NotFound, ServerError
+from controller.errors import ServerError
 from controller.gvk import GVK
 from controller.reconcile import Request
 from controller.trainer.setup import new_registry
 from controller.trainer.trainjob_controller import TrainJobReconciler, event_message
 from runtime.framework import MemoryReader
 
+from .fakes import FakeCluster, FakeRecorder
+
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
-
-
-class FakeCluster:
-    """Objects in a `MemoryReader`; records the writes made through it."""
-
-    def __init__(self, *objects: Mapping[str, Any]) -> None:
-        self.reader = MemoryReader(dict(o) for o in objects)
-        self.writes: list[tuple[str, str, str]] = []
-        self.fail_apply: Exception | None = None
-
-    # the cache's and the client's reads
-    def get(self, gvk: GVK, name: str, namespace: str | None = None) -> dict[str, Any]:
-        found = self.reader.get(gvk.api_version, gvk.kind, name, namespace)
-        if found is None:
-            raise NotFound(f"{name} not found", status=404)
-        return dict(found)
-
-    # the client's writes
-    def apply(self, obj: Mapping[str, Any], field_manager: str, *, force: bool = True) -> dict[str, Any]:
-        assert field_manager == "trainer" and force
-        self.writes.append(("apply", obj["kind"], obj["metadata"]["name"]))
-        if self.fail_apply is not None:
-            raise self.fail_apply
-        stored = {**obj, "metadata": {**obj["metadata"], "uid": "uid-" + obj["metadata"]["name"]}}
-        self.reader.add(stored)
-        return stored
-
-    def patch_status(self, gvk: GVK, name: str, patch: Any, namespace: str | None = None, **_: Any) -> Any:
-        self.writes.append(("status", gvk.kind, name))
-        current = self.get(gvk, name, namespace)
-        status = {**(current.get("status") or {}), **patch["status"]}
-        self.reader.add({**current, "status": {k: v for k, v in status.items() if v is not None}})
-        return current
-
-    def delete(self, gvk: GVK, name: str, namespace: str | None = None, **_: Any) -> None:
-        self.writes.append(("delete", gvk.kind, name))
-        self.reader.delete(gvk.api_version, gvk.kind, name, namespace)
-
-
-class FakeRecorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, obj: Mapping[str, Any], type: str, reason: str, message: str) -> None:
-        self.events.append((type, reason, message))
 
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
@@ -317,3 +273,54 @@ def test_the_jobset_creation_is_observed_once_per_trainjob() -> None:
     r.reconcile(REQUEST)
     r.reconcile(REQUEST)  # the JobSet is re-applied (suspended, and the stale cache has no JobSet)
     assert count() == before + 1
+
+
+def _with_an_older_snapshot(**trainjob: Any) -> tuple[FakeCluster, MemoryReader, TrainJobReconciler]:
+    """A cluster holding an unlabelled snapshot an older controller wrote (from a runtime since changed), a
+    cache that holds only labelled ConfigMaps, and a reconciler over both readers."""
+    older = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "tj-runtime-snapshot", "namespace": "ns"},
+        "data": {"older": "controller"},
+    }
+    cluster = FakeCluster(runtime_object(), trainjob_object(**trainjob), older)
+    cache = MemoryReader([runtime_object(), cluster.get(TRAINJOB, "tj", "ns")])
+    r = TrainJobReconciler(
+        cache=cluster,  # type: ignore[arg-type]
+        client=cluster,  # type: ignore[arg-type]
+        reader=cluster.reader,  # confirms a miss live: sees the unlabelled snapshot
+        registry=new_registry(),
+        recorder=FakeRecorder(),  # type: ignore[arg-type]
+        clock=FakeClock(wall=NOW),
+        new_owner_reader=cache,  # misses are final
+    )
+    return cluster, cache, r
+
+
+def test_a_new_trainjob_is_built_from_what_the_cache_holds() -> None:
+    cluster, _, r = _with_an_older_snapshot()
+    r.reconcile(REQUEST)
+    snapshot = cluster.get(GVK("", "v1", "ConfigMap"), "tj-runtime-snapshot", "ns")
+    assert "older" not in snapshot.get("data", {})  # nothing could have written it: the cache's miss holds
+
+
+def test_a_trainjob_with_a_status_confirms_a_miss_live() -> None:
+    status = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]}
+    cluster, _, r = _with_an_older_snapshot()
+    cluster.reader.add({**cluster.get(TRAINJOB, "tj", "ns"), "status": status})
+    with pytest.raises(Exception, match="runtime snapshot"):  # found, and refused: not this TrainJob's
+        r.reconcile(REQUEST)
+    snapshot = cluster.get(GVK("", "v1", "ConfigMap"), "tj-runtime-snapshot", "ns")
+    assert snapshot["data"] == {"older": "controller"}  # found live, and left alone
+
+
+def test_a_trainjob_this_process_has_written_for_confirms_a_miss_live() -> None:
+    cluster, _, r = _with_an_older_snapshot()
+    cluster.fail_apply = ServerError("etcd is down", status=500)
+    with pytest.raises(Exception, match="etcd is down"):
+        r.reconcile(REQUEST)  # a new TrainJob: the apply was attempted
+    assert not cluster.get(TRAINJOB, "tj", "ns").get("status")  # nothing else tells it is not new
+    cluster.fail_apply = None
+    with pytest.raises(Exception, match="runtime snapshot"):
+        r.reconcile(REQUEST)  # no longer new: the older snapshot is found live
