@@ -65,12 +65,14 @@ import math
 import os
 import platform
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,6 +323,20 @@ def proc_rss_bytes(status: str) -> int:
     raise ValueError("no VmRSS line (is the process a zombie?)")
 
 
+def top_frames(collapsed: str, limit: int = 20) -> list[tuple[str, float]]:
+    """The frames where most samples were taken (self time), as (frame, share of all samples), from
+    py-spy's ``raw`` output: one line per distinct stack, ``frame;frame;...;leaf count``."""
+    leaves: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaves[stack.rsplit(";", 1)[-1]] += int(count)
+        total += int(count)
+    return [(frame, n / total) for frame, n in leaves.most_common(limit)] if total else []
+
+
 def ratio(ours: float | None, upstream: float | None) -> float | None:
     if ours is None or upstream is None or upstream == 0 or math.isnan(ours) or math.isnan(upstream):
         return None
@@ -455,6 +471,48 @@ def rss_mib(pid: int) -> float:
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+@contextlib.contextmanager
+def profiled(pid: int, output: Path | None) -> Iterator[None]:
+    """py-spy sampling ``pid`` (the thread holding the GIL: where Python spends CPU) while the block runs,
+    its collapsed stacks written to ``output`` and the top frames printed after; nothing when ``output`` is
+    None."""
+    if output is None:
+        yield
+        return
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("bench_scale.py: --profile needs py-spy (pip install py-spy)")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        "200",
+        "--gil",
+        "--format",
+        "raw",
+        "--output",
+        str(output),
+    ]
+    with open(output.with_suffix(".log"), "wb") as log:
+        recorder = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)  # py-spy writes what it sampled, then exits
+        try:
+            recorder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            recorder.wait()
+    if output.exists():
+        _say(f"  profile: {output}")
+        for frame, share in top_frames(output.read_text(), 15):
+            _say(f"    {share:6.1%}  {frame}")
 
 
 def start_ours(kubeconfig: Path, workdir: Path, *, qps: float, burst: int, timeout: float = 120.0) -> Any:
@@ -822,6 +880,7 @@ class Settings:
     scale: int = 10_000
     ceiling: int = 2000
     workdir: Path = field(default_factory=lambda: Path("/tmp/bench-scale"))
+    profile: Path | None = None
 
 
 def _latency(trainjobs: Mapping[str, float], jobsets: Mapping[str, float]) -> dict[str, float]:
@@ -863,9 +922,17 @@ def _say(message: str) -> None:
 
 
 def run_burst(
-    session: Session, which: str, n: int, *, qps: float, burst: int, idle_s: float | None
+    session: Session,
+    which: str,
+    n: int,
+    *,
+    qps: float,
+    burst: int,
+    idle_s: float | None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
-    """The burst (and, with ``idle_s``, the idle period after it) against ``which`` on ``session``."""
+    """The burst (and, with ``idle_s``, the idle period after it) against ``which`` on ``session``;
+    ``profile``: where to write py-spy's stacks of the manager during the burst."""
     handle = session.start_manager(which, qps=qps, burst=burst)
     wait_workers_started(which, handle)
     wait_settled(handle, quiet=1.0)
@@ -878,10 +945,11 @@ def run_burst(
         api_before, own_before = session.apiserver_counts(), session.own_snapshot()
         samples_before = manager_samples(handle)
         cpu_before = cpu_seconds(handle.pid)
-        start = time.monotonic()
-        create_all(session, [trainjob(name) for name in names])
-        created = time.monotonic()
-        complete = jobsets.wait_for(names, timeout=max(600.0, n))
+        with profiled(handle.pid, profile):
+            start = time.monotonic()
+            create_all(session, [trainjob(name) for name in names])
+            created = time.monotonic()
+            complete = jobsets.wait_for(names, timeout=max(600.0, n))
         seen = jobsets.times(names)
         last = max(seen.values()) if seen else math.nan
         wait_settled(handle)
@@ -1019,7 +1087,9 @@ def run_steady(session: Session, which: str, rates: Sequence[int], seconds: floa
     return result
 
 
-def run_scale(session: Session, which: str, n: int) -> dict[str, Any]:
+def run_scale(session: Session, which: str, n: int, profile: Path | None = None) -> dict[str, Any]:
+    """``n`` TrainJobs on a coscheduling runtime, then a restart; ``profile``: where to write py-spy's
+    stacks of the restarted manager until its initial reconciles have drained."""
     handle = session.start_manager(which, qps=LIFTED_QPS, burst=LIFTED_BURST)
     wait_workers_started(which, handle)
     wait_settled(handle, quiet=1.0)
@@ -1066,12 +1136,13 @@ def run_scale(session: Session, which: str, n: int) -> dict[str, Any]:
     pause = threading.Event()
     deadline = time.monotonic() + 900.0
     drained_at: float | None = None
-    while time.monotonic() < deadline:
-        now = progress(handle)
-        if now.reconciles >= n and not now.depth and not now.active:
-            drained_at = time.time()
-            break
-        pause.wait(0.2)
+    with profiled(handle.pid, profile):
+        while time.monotonic() < deadline:
+            now = progress(handle)
+            if now.reconciles >= n and not now.depth and not now.active:
+                drained_at = time.time()
+                break
+            pause.wait(0.2)
     synced_at = wait_workers_started(which, handle)
     wait_settled(handle, quiet=2.0)
     api_after, own_after = session.apiserver_counts(), session.own_snapshot()
@@ -1392,6 +1463,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--workdir", type=Path, default=Path("/tmp/bench-scale"), help="logs and configurations"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a directory: py-spy samples our manager during each burst and the restart into "
+        "<scenario>-<controller>.txt there",
+    )
     return parser
 
 
@@ -1416,6 +1493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scale=args.scale or (500 if quick else 10_000),
         ceiling=args.ceiling or (300 if quick else 2000),
         workdir=args.workdir,
+        profile=args.profile,
     )
     output = args.output_dir or (
         REPO / "build" / "bench-scale-quick" if quick else REPO / "docs" / "performance"
@@ -1448,6 +1526,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def save() -> None:
         results_path.write_text(dump_json(report))
 
+    def profile_path(scenario: str, which: str) -> Path | None:
+        if settings.profile is None or which != "ours":
+            return None  # py-spy reads Python processes only
+        return settings.profile / f"{scenario}-{which}.txt"
+
     for scenario in scenarios:
         _say(f"scenario {scenario}")
         if scenario == "micro":
@@ -1471,15 +1554,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                         qps=SHIPPED_QPS,
                         burst=SHIPPED_BURST,
                         idle_s=settings.idle_s,
+                        profile=profile_path(scenario, which),
                     )
                 elif scenario == "burst-lifted":
                     runs[which] = run_burst(
-                        session, which, settings.burst, qps=LIFTED_QPS, burst=LIFTED_BURST, idle_s=None
+                        session,
+                        which,
+                        settings.burst,
+                        qps=LIFTED_QPS,
+                        burst=LIFTED_BURST,
+                        idle_s=None,
+                        profile=profile_path(scenario, which),
                     )
                 elif scenario == "steady":
                     runs[which] = run_steady(session, which, settings.rates, settings.steady_s)
                 elif scenario == "scale":
-                    runs[which] = run_scale(session, which, settings.scale)
+                    runs[which] = run_scale(
+                        session, which, settings.scale, profile=profile_path("restart", which)
+                    )
             runs[which]["measured_at"] = _stamp()
             results[scenario] = runs
             save()
