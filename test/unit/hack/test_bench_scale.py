@@ -303,3 +303,9 @@ def test_results_json_keeps_number_lists_on_one_line_and_has_no_nan(bench: Modul
     assert '"c": 1.12346' in text
     assert '"x",' in text  # lists of strings stay one item a line
     assert '"e": "/p"' in text
+
+
+def test_top_frames_sums_self_time_of_each_leaf_across_stacks(bench: ModuleType) -> None:
+    collapsed = "a;b;leaf (x.py:1) 3\nc;leaf (x.py:1) 1\na;other (y.py:2) 4\nnot a stack line\n"
+    assert bench.top_frames(collapsed) == [("leaf (x.py:1)", 0.5), ("other (y.py:2)", 0.5)]
+    assert bench.top_frames("") == []
