@@ -26,14 +26,17 @@ Guarantees:
 
 - :class:`CachingAuthenticator` puts any authenticator behind a bounded cache, as k8s.io/apiserver's
   ``token/cache`` (``cachedTokenAuthenticator``) does for the API server and for controller-runtime's
-  metrics filter (:mod:`controller.metricsauth` keeps a cache of its own, 1 minute as upstream's). An
-  answer, authenticated or not, is reused for ``success_ttl`` or ``failure_ttl`` seconds (10 s each,
+  metrics filter (:mod:`controller.metricsauth` uses it with upstream's 1 minute). An answer,
+  authenticated or not, is reused for ``success_ttl`` or ``failure_ttl`` seconds (10 s each by default,
   k8s.io/apiserver's delegating authentication ``CacheTTL``) for the same token **and the same
   audiences**; an authenticated answer never outlives the token's own ``exp`` claim (read, not verified,
   from a JWT: it can only shorten the time). At most ``max_entries`` (4096) answers are kept, least
   recently used first out, so tokens made up by a client cannot grow memory without bound; tokens are
   kept only as SHA-256 digests. A review that could not be made (:class:`AuthenticationError`) is not
   cached. Time comes from the injected clock.
+- :class:`ExpiringCache` is the one bounded TTL cache of both (and of :mod:`controller.metricsauth`'s
+  SubjectAccessReview decisions): ``cachetools.TLRUCache`` on the injected clock, each entry with its own
+  TTL, least recently used out first when full, behind one lock.
 
 Deliberately missing: collapsing concurrent reviews of one token into one request (``singleflight``:
 each cache miss asks), the SubjectAccessReview half of controller-runtime's filter (a caller that needs
@@ -50,7 +53,7 @@ import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 import structlog
@@ -69,6 +72,7 @@ __all__ = [
     "AuthenticationError",
     "CacheStatistics",
     "CachingAuthenticator",
+    "ExpiringCache",
     "TokenAuthenticator",
     "TokenReviewAuthenticator",
     "TokenReviewer",
@@ -233,9 +237,65 @@ def token_expiry(token: str) -> float | None:
     return float(exp)
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class ExpiringCache(Generic[K, V]):
+    """At most ``max_entries`` values, each dropped ``ttl`` seconds (of ``clock.monotonic``) after it was
+    put, the least recently used first out when full (``cachetools.TLRUCache``). Thread-safe: one lock
+    around every operation. Counts hits and misses of :meth:`get`."""
+
+    def __init__(self, max_entries: int, clock: Clock) -> None:
+        if max_entries <= 0:
+            raise ValueError("max_entries must be > 0")
+        self._lock = threading.Lock()
+        # Guarded by _lock. A value is stored with its expiry (monotonic seconds): TLRU's time-to-use.
+        self._entries: TLRUCache[K, tuple[float, V]] = TLRUCache(
+            maxsize=max_entries, ttu=lambda _key, entry, _now: entry[0], timer=clock.monotonic
+        )
+        self._clock = clock
+        self._hits = 0
+        self._misses = 0
+
+    def get(self, key: K) -> V | None:
+        """The value put under ``key`` if it has not expired, else None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self._misses += 1
+                return None
+            self._hits += 1
+            return entry[1]
+
+    def put(self, key: K, value: V, ttl: float) -> None:
+        """Keep ``value`` for ``ttl`` seconds; a ``ttl`` <= 0 keeps nothing (and drops an older value)."""
+        with self._lock:
+            if ttl > 0:
+                self._entries[key] = (self._clock.monotonic() + ttl, value)
+            else:
+                self._entries.pop(key, None)
+
+    def keys(self) -> list[K]:
+        """The keys of the values not yet expired."""
+        with self._lock:
+            self._entries.expire()
+            return list(self._entries.keys())
+
+    def statistics(self) -> CacheStatistics:
+        with self._lock:
+            self._entries.expire()
+            return CacheStatistics(hits=self._hits, misses=self._misses, entries=len(self._entries))
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._entries.expire()
+            return len(self._entries)
+
+
 class CachingAuthenticator:
-    """A :class:`TokenAuthenticator` behind a bounded TTL cache (see the module doc). Thread-safe: one lock
-    around the cache, not held while the delegate is asked."""
+    """A :class:`TokenAuthenticator` behind a bounded TTL cache (see the module doc). Thread-safe: the
+    cache's lock is not held while the delegate is asked."""
 
     def __init__(
         self,
@@ -248,19 +308,12 @@ class CachingAuthenticator:
     ) -> None:
         if success_ttl < 0 or failure_ttl < 0:
             raise ValueError("success_ttl and failure_ttl must be >= 0")
-        if max_entries <= 0:
-            raise ValueError("max_entries must be > 0")
         self._delegate = delegate
         self._success_ttl = success_ttl
         self._failure_ttl = failure_ttl
         self._clock = clock
-        self._lock = threading.Lock()
-        # Guarded by _lock. Values carry their own expiry (monotonic seconds): TLRU's time-to-use.
-        self._cache: TLRUCache[bytes, tuple[float, Authentication]] = TLRUCache(
-            maxsize=max_entries, ttu=lambda _key, value, _now: value[0], timer=clock.monotonic
-        )
-        self._hits = 0
-        self._misses = 0
+        # Keyed by the SHA-256 of the token and the audiences.
+        self._cache: ExpiringCache[bytes, Authentication] = ExpiringCache(max_entries, clock)
 
     @staticmethod
     def _key(token: str, audiences: Sequence[str]) -> bytes:
@@ -284,25 +337,15 @@ class CachingAuthenticator:
         if not token:
             return self._delegate.authenticate(token, audiences)
         key = self._key(token, audiences)
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._hits += 1
-                return cached[1]
-            self._misses += 1
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         answer = self._delegate.authenticate(token, audiences)
-        ttl = self._ttl(token, answer)
-        if ttl > 0:
-            with self._lock:
-                self._cache[key] = (self._clock.monotonic() + ttl, answer)
+        self._cache.put(key, answer, self._ttl(token, answer))
         return answer
 
     def statistics(self) -> CacheStatistics:
-        with self._lock:
-            self._cache.expire()
-            return CacheStatistics(hits=self._hits, misses=self._misses, entries=len(self._cache))
+        return self._cache.statistics()
 
     def __repr__(self) -> str:
-        with self._lock:
-            entries = len(self._cache)
-        return f"CachingAuthenticator({self._delegate!r}, entries={entries})"
+        return f"CachingAuthenticator({self._delegate!r}, entries={len(self._cache)})"

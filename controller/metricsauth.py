@@ -3,9 +3,10 @@ user's right to ``get`` the path with a SubjectAccessReview.
 
 Go origin: controller-runtime ``pkg/metrics/filters`` (``WithAuthenticationAndAuthorization``) over
 k8s.io/apiserver's delegating authenticator (``token/cache``, ``group``) and delegating authorizer
-(``plugin/pkg/authorizer/webhook``). The TokenReview itself and the header parsing are
-:mod:`controller.authentication`'s (shared with the status server); this module adds the caches, the
-SubjectAccessReview and the HTTP answers.
+(``plugin/pkg/authorizer/webhook``). The TokenReview, its cache
+(:class:`~controller.authentication.CachingAuthenticator`) and the header parsing are
+:mod:`controller.authentication`'s (shared with the status server); this module adds the
+SubjectAccessReview, its cache and the HTTP answers.
 
 What a request gets:
 
@@ -21,10 +22,13 @@ credential (k8s.io/apiserver also takes the second of three fields, and reads a 
 token; both are refused or read alike here). The SubjectAccessReview carries the user's name, UID, groups
 (plus ``system:authenticated``) and extra, and ``nonResourceAttributes: {path, verb: get}``.
 
-Caching (controller-runtime's TTLs): a token's review, authenticated or not, for 1 minute; a user's
-decision for a path, 5 minutes when allowed and 30 seconds when denied. API errors are not cached. Each
-cache is an LRU of at most ``max_entries`` (4096) entries, so tokens made up by a client cannot grow memory
-without bound; tokens are kept only as SHA-256 digests. Time comes from the injected clock.
+Caching (controller-runtime's TTLs): a token's review, authenticated or not, for 1 minute, an
+authenticated one never past the token's own ``exp`` claim
+(:class:`~controller.authentication.CachingAuthenticator`); a user's decision for a path, 5 minutes when
+allowed and 30 seconds when denied. API errors are not cached. Each cache is a
+:class:`~controller.authentication.ExpiringCache` of at most ``max_entries`` (4096) entries, least
+recently used out first, so tokens made up by a client cannot grow memory without bound; tokens are kept
+only as SHA-256 digests. Time comes from the injected clock.
 
 Guarantees: thread-safe (one lock per cache; no lock is held during an API call); tokens never appear in
 logs or errors.
@@ -36,18 +40,18 @@ again); no client-certificate or front-proxy authentication.
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import structlog
 
 from controller import errors
 from controller.authentication import (
     AuthenticationError,
+    CacheStatistics,
+    CachingAuthenticator,
+    ExpiringCache,
     TokenReviewAuthenticator,
     TokenReviewer,
     UserInfo,
@@ -63,7 +67,6 @@ __all__ = [
     "Decision",
     "Filter",
     "ReviewFailed",
-    "TTLCache",
     "authentication_and_authorization",
 ]
 
@@ -78,9 +81,6 @@ MAX_ENTRIES = 4096
 Filter = Callable[[App], App]
 """Wraps a server's app (controller-runtime ``metricsserver.Filter``)."""
 
-K = TypeVar("K")
-V = TypeVar("V")
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
@@ -88,50 +88,13 @@ class Decision:
     reason: str = ""
 
 
-class TTLCache(Generic[K, V]):
-    """An LRU of at most ``max_entries`` entries, each expiring ``ttl`` seconds (of ``clock``) after it was
-    put. Thread-safe."""
-
-    def __init__(self, max_entries: int, clock: Clock) -> None:
-        if max_entries <= 0:
-            raise ValueError("max_entries must be > 0")
-        self._max = max_entries
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        now = self._clock.monotonic()
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            expires, value = entry
-            if now >= expires:
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V, ttl: float) -> None:
-        expires = self._clock.monotonic() + ttl
-        with self._lock:
-            self._entries[key] = (expires, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-
 class ReviewFailed(RuntimeError):
     """A review could not be made (the API server did not answer it)."""
 
 
 class Authenticator:
-    """:class:`~controller.authentication.TokenReviewAuthenticator` behind a cache (see the module doc)."""
+    """TokenReviews behind :class:`~controller.authentication.CachingAuthenticator`, ``ttl`` seconds for
+    an answer either way (see the module doc)."""
 
     def __init__(
         self,
@@ -142,25 +105,25 @@ class Authenticator:
         max_entries: int = MAX_ENTRIES,
         audiences: Sequence[str] = (),
     ) -> None:
-        self._reviews = TokenReviewAuthenticator(client)
-        self._ttl = ttl
         self._audiences = tuple(audiences)
-        # Keyed by the token's SHA-256; a 1-tuple value, so "not authenticated" (None) is cached too.
-        self.cache: TTLCache[bytes, tuple[UserInfo | None]] = TTLCache(max_entries, clock)
+        self._reviews = CachingAuthenticator(
+            TokenReviewAuthenticator(client),
+            success_ttl=ttl,
+            failure_ttl=ttl,
+            max_entries=max_entries,
+            clock=clock,
+        )
 
     def authenticate(self, token: str) -> UserInfo | None:
         """The token's user, or None when it is not authenticated; raises :class:`ReviewFailed`."""
-        key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached[0]
         try:
             answer = self._reviews.authenticate(token, self._audiences)
         except AuthenticationError as exc:
             raise ReviewFailed(str(exc)) from exc
-        user = answer.user if answer.authenticated else None
-        self.cache.put(key, (user,), self._ttl)
-        return user
+        return answer.user if answer.authenticated else None
+
+    def statistics(self) -> CacheStatistics:
+        return self._reviews.statistics()
 
 
 class Authorizer:
@@ -178,14 +141,14 @@ class Authorizer:
         self._client = client
         self._allow_ttl = allow_ttl
         self._deny_ttl = deny_ttl
-        self.cache: TTLCache[tuple[Any, ...], Decision] = TTLCache(max_entries, clock)
+        self._decisions: ExpiringCache[tuple[Any, ...], Decision] = ExpiringCache(max_entries, clock)
 
     def authorize(self, user: UserInfo, verb: str, path: str) -> Decision:
         """Whether ``user`` may ``verb`` the non-resource ``path``; raises :class:`ReviewFailed`."""
         groups = user.groups if AUTHENTICATED_GROUP in user.groups else (*user.groups, AUTHENTICATED_GROUP)
         extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
         key = (user.username, user.uid, groups, extra, verb, path)
-        cached = self.cache.get(key)
+        cached = self._decisions.get(key)
         if cached is not None:
             return cached
         spec: dict[str, Any] = {
@@ -207,8 +170,11 @@ class Authorizer:
         status = answer.get("status") or {}
         allowed = status.get("allowed") is True and status.get("denied") is not True
         decision = Decision(allowed=allowed, reason=str(status.get("reason") or ""))
-        self.cache.put(key, decision, self._allow_ttl if allowed else self._deny_ttl)
+        self._decisions.put(key, decision, self._allow_ttl if allowed else self._deny_ttl)
         return decision
+
+    def statistics(self) -> CacheStatistics:
+        return self._decisions.statistics()
 
 
 def authentication_and_authorization(

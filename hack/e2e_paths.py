@@ -24,7 +24,10 @@ naming the field) or not (``failed calling webhook``); nothing is ever created b
 
 - **Kueue** (``test/e2e/test_kueue.py``). kwok: the ``kueue`` binary as a host process
   (``hack/cluster.py`` ``start_kueue``/``stop_kueue``: URL webhooks on 127.0.0.1, the TrainJob integration).
-  kind: not run, the tests skip (:data:`KUEUE_ON_KIND`); see :func:`running_kueue`.
+  kind: not run, the tests skip (:data:`KUEUE_ON_KIND`); see :func:`running_kueue`. A ``kueue`` binary
+  or Kueue manifests missing on this machine is a missing prerequisite (:class:`KueueMissing`), as Go is
+  for the whole tier: the tests skip with the reason locally and fail under ``CI`` or
+  ``TRAINER_REQUIRE_CLUSTER`` (``test/conftest.py``'s ``prerequisite``).
 
 What the pods do is not a difference of the controller's path but of the nodes: kwok's stages play a pod's
 lifecycle on a timer, kind runs containers. Tests that rely on stages say so themselves and skip on kind.
@@ -246,7 +249,13 @@ def running_manager(
 
 
 class KueueUnavailable(Exception):
-    """This path cannot run Kueue for the session; the message says why."""
+    """This path cannot run Kueue for the session; the message says why. Skip the Kueue tests."""
+
+
+class KueueMissing(KueueUnavailable):
+    """This machine lacks what Kueue needs (its binary, its manifests in the Go module cache); the message
+    says what and how to get it. A missing prerequisite: skip locally, fail when prerequisites are required.
+    """
 
 
 KUEUE_ON_KIND = (
@@ -265,6 +274,8 @@ def running_kueue(flavour: str, *, cluster_name: str) -> Iterator[Any]:
       running for the cluster is used as it is and left running. Yields ``hack/cluster.py``'s
       ``KueueProcess``.
     - kind: :class:`KueueUnavailable` (:data:`KUEUE_ON_KIND`).
+    - kwok without the ``kueue`` binary of the pinned version, or without Kueue's manifests:
+      :class:`KueueMissing`, naming the build command (checked before anything is started).
     """
     if flavour == "kind":
         raise KueueUnavailable(KUEUE_ON_KIND)
@@ -275,6 +286,11 @@ def running_kueue(flavour: str, *, cluster_name: str) -> Iterator[Any]:
     if existing is not None:
         yield existing
         return
+    try:
+        cluster.kueue_binary()
+        cluster.kueue_manifests()
+    except cluster.ClusterError as exc:
+        raise KueueMissing(f"Kueue cannot run here: {exc}") from exc
     state = cluster.ClusterState.read(cluster_name)
     if state is None:
         raise KueueUnavailable(f"the kwok cluster {cluster_name!r} has no state file")

@@ -13,16 +13,18 @@ What one pass (:meth:`CertRotator.refresh`) does, in order:
    certificate, or the CA and the serving certificate when the CA is the problem, and write the Secret back
    with the ``resourceVersion`` read (optimistic concurrency: on ``Conflict`` read it again and decide
    again, so concurrent replicas converge on one certificate instead of overwriting each other).
-2. **The files.** Write ``tls.crt``, ``tls.key`` and ``ca.crt`` to the certificate directory when their
-   content differs (each to a temporary file renamed over the old one; ``tls.key`` mode 0600). The
-   servers' :class:`~controller.certwatcher.CertWatcher` serve the new pair from their next connection, so
-   rotation needs no restart. A directory that cannot be written (the Secret mounted read-only, as
-   upstream's Deployment does) is left to the kubelet: the pass then only checks whether the files equal
-   the Secret.
-3. **The caBundle.** For each webhook configuration named, add ``clientConfig.caBundle`` (the Secret's
+2. **The caBundle.** For each webhook configuration named, add ``clientConfig.caBundle`` (the Secret's
    ``ca.crt``, base64) to every webhook whose bundle differs, with a JSON patch that touches nothing else
    and tests each webhook's name first (:func:`ca_bundle_patch`); a configuration that does not exist is
    logged and skipped, as upstream.
+3. **The files.** Write ``tls.crt``, ``tls.key`` and ``ca.crt`` to the certificate directory when their
+   content differs (each to a temporary file renamed over the old one; ``tls.key`` mode 0600). The
+   servers' :class:`~controller.certwatcher.CertWatcher` serve the new pair from their next connection, so
+   rotation needs no restart. They come after the caBundle, so the API server trusts a new CA before a
+   certificate it signed is served; they are written even when a configuration could not be patched (the
+   pass then fails and is retried; the metrics server serves the same files). A directory that cannot be
+   written (the Secret mounted read-only, as upstream's Deployment does) is left to the kubelet: the pass
+   then only checks whether the files equal the Secret.
 
 **Readiness** (:meth:`CertRotator.check`, "certificates are not ready") turns true once a pass has
 finished with the files equal to the Secret, and stays true: later rotations happen ``lookahead`` (90 days)
@@ -33,9 +35,14 @@ with the defaults, a 1-year serving certificate is renewed 90 days before it exp
 9.75 years after it was made. Time comes from the injected clock; tests step a fake clock.
 
 **CA rotation keeps the old CA trusted**: ``ca.crt`` (and so every ``caBundle``) then holds the new CA
-followed by the previous one while that is still valid, so the API server trusts whichever certificate a
-replica serves while the files propagate (upstream injects only the new CA, and replicas still serving the
-old certificate fail admission until they catch up; kubeflow/trainer#2640).
+followed by the previous one while that is still valid, and the bundles are patched before the new
+certificate is served, so the API server trusts both the certificate served before and the one served
+after (upstream injects only the new CA, and replicas still serving the old certificate fail admission
+until they catch up; kubeflow/trainer#2640). ``test/reliability/test_webhook_outage.py`` measures it
+under load: no request refused. A **deleted Secret** is a clean break instead: the new CA has no
+predecessor to keep (the old key may be why it was deleted), so admission requests in flight while the
+bundles and the files switch over (tens of milliseconds) are refused with ``x509: certificate signed by
+unknown authority``.
 
 Threads: :meth:`CertRotator.start` starts one named thread (``cert-rotator``) that runs a pass at once,
 then every ``resync_interval`` seconds (30 s), or sooner after :meth:`CertRotator.resync`; a failed pass
@@ -318,8 +325,14 @@ class CertRotator:
     def refresh(self) -> None:
         """One pass (see the module doc); raises :class:`RotationError`, an API error or OSError."""
         data = self._settle_secret()
-        files_current = self._write_files(data)
-        self._inject(data[CA_CERT_KEY])
+        try:
+            # The bundle before the files: the API server must trust a new CA before a certificate signed
+            # by it is served (the previous CA, kept in the bundle, still covers the one served meanwhile).
+            self._inject(data[CA_CERT_KEY])
+        finally:
+            # Written even when a configuration could not be patched (retried on the next pass): the
+            # Secret is the truth, and the metrics server serves the same files.
+            files_current = self._write_files(data)
         with self._lock:
             self._stats.passes += 1
             self._stats.last_error = ""

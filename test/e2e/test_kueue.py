@@ -81,15 +81,18 @@ def client(e2e_cluster: Any) -> Iterator[Client]:
 
 
 @pytest.fixture(scope="module")
-def kueue(e2e_cluster: Any, client: Client) -> Iterator[Any]:
-    """Kueue for this cluster's path; skips on kind. The Trainer API first: Kueue's TrainJob integration
-    reads the ClusterTrainingRuntimes to size the Workloads."""
+def kueue(e2e_cluster: Any, client: Client, prerequisite: Any) -> Iterator[Any]:
+    """Kueue for this cluster's path; skips on kind, and without the kueue binary unless prerequisites are
+    required (then fails). The Trainer API first: Kueue's TrainJob integration reads the
+    ClusterTrainingRuntimes to size the Workloads."""
     if e2e_cluster.flavour != "kwok":
         pytest.skip(paths.KUEUE_ON_KIND)
     hack.install_trainer(client)
     try:
         with paths.running_kueue(e2e_cluster.flavour, cluster_name=_cluster_name(e2e_cluster)) as process:
             yield process
+    except paths.KueueMissing as exc:
+        prerequisite.missing(str(exc))
     except paths.KueueUnavailable as exc:
         pytest.skip(str(exc))
 

@@ -12,11 +12,22 @@ test's namespace, so no other test meets them.
   call a new TLS connection) while the serving certificate is replaced several times (new key, same CA,
   files swapped by rename as a Secret volume does); every request is admitted, and after each rotation
   the server is seen serving the new certificate.
+- CA rotation under load: the product's :class:`~controller.certs.rotator.CertRotator` (its own thread, as
+  every replica runs it) manages the Secret, the certificate directory and both configurations'
+  ``caBundle``, with lifetimes scaled down so that the CA falls within the lookahead one second after it
+  was made (30 s CA and serving certificate, 29 s lookahead: the production rule, 10 years and 90 days,
+  in seconds). Under the same load, the CA is replaced several times (a new CA, a serving certificate
+  signed by it, the caBundle holding the new CA and the previous one); every request is admitted, each
+  new CA is seen in both bundles with its predecessor and signing the served certificate. Then the
+  Secret is deleted: the rotator starts a new CA with no predecessor to keep (a deliberate clean break);
+  the requests refused while the API server and the server switch over are counted and reported, and
+  admission goes on after.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import os
 import socket
 import ssl
@@ -30,7 +41,15 @@ import orjson
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
+from cryptography.x509.oid import ExtensionOID
 
+from controller.certs.rotator import (
+    CA_CERT_KEY,
+    SECRET,
+    CertRotator,
+    RotatorOptions,
+    WebhookConfigurationRef,
+)
 from controller.client import Client
 from controller.envtest import load_script
 from controller.envtest.certs import CertificateAuthority
@@ -106,11 +125,16 @@ class WebhookHost:
         assert self.failures == [], self.failures
 
 
-def _webhook(name: str, path: str, port: int, bundle: str, namespace: str) -> dict[str, Any]:
+def _webhook(
+    name: str, path: str, port: int, bundle: str, namespace: str, *, host: str = "127.0.0.1"
+) -> dict[str, Any]:
+    client_config = {"url": f"https://{host}:{port}{path}"}
+    if bundle:
+        client_config["caBundle"] = bundle
     return {
         "name": name,
         "admissionReviewVersions": ["v1"],
-        "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle},
+        "clientConfig": client_config,
         "failurePolicy": "Fail",
         "sideEffects": "None",
         "timeoutSeconds": 10,
@@ -126,6 +150,39 @@ def _webhook(name: str, path: str, port: int, bundle: str, namespace: str) -> di
     }
 
 
+def _configuration_names(namespace: str) -> tuple[str, str]:
+    return f"reliability-defaulter-{namespace}", f"reliability-validator-{namespace}"
+
+
+def _register(admin: Client, namespace: str, port: int, bundle: str, host: str = "127.0.0.1") -> None:
+    """The two configurations, named by :func:`_configuration_names`."""
+    names = _configuration_names(namespace)
+    for gvk, name, webhook, path in (
+        (MUTATING, names[0], DEFAULTER, TRAINJOB_DEFAULTER_PATH),
+        (VALIDATING, names[1], VALIDATOR, TRAINJOB_VALIDATOR_PATH),
+    ):
+        admin.create(
+            {
+                "apiVersion": gvk.api_version,
+                "kind": gvk.kind,
+                "metadata": {"name": name},
+                "webhooks": [_webhook(webhook, path, port, bundle, namespace, host=host)],
+            }
+        )
+
+
+def _unregister(admin: Client, namespace: str) -> None:
+    names = _configuration_names(namespace)
+    admin.delete(MUTATING, names[0])
+    admin.delete(VALIDATING, names[1])
+
+
+def _wait_until_admitting(admin: Client, namespace: str) -> None:
+    # Registered once a TrainJob naming a missing runtime is refused by our validator.
+    support.eventually(lambda: _refused_by_validator(admin, namespace), timeout=30, interval=0.2)
+    support.eventually(lambda: _dry_run(admin, namespace, "probe"), timeout=30, interval=0.2)
+
+
 @pytest.fixture
 def webhooks(
     admin: Client, service_account_kubeconfig: Path, namespace: str, tmp_path: Path
@@ -136,43 +193,36 @@ def webhooks(
     host = WebhookHost(service_account_kubeconfig, free_port(), cert_dir)
     admin.create(support.torch_runtime(namespace), field_manager=support.USER)
     host.start()
-    bundle = base64.b64encode(ca.cert_pem).decode()
-    names = (f"reliability-defaulter-{namespace}", f"reliability-validator-{namespace}")
-    admin.create(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": names[0]},
-            "webhooks": [_webhook(DEFAULTER, TRAINJOB_DEFAULTER_PATH, host.port, bundle, namespace)],
-        }
-    )
-    admin.create(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": names[1]},
-            "webhooks": [_webhook(VALIDATOR, TRAINJOB_VALIDATOR_PATH, host.port, bundle, namespace)],
-        }
-    )
+    _register(admin, namespace, host.port, base64.b64encode(ca.cert_pem).decode())
     try:
-        # Registered once a TrainJob naming a missing runtime is refused by our validator.
-        support.eventually(lambda: _refused_by_validator(admin, namespace), timeout=30, interval=0.2)
-        support.eventually(lambda: _dry_run(admin, namespace, "probe"), timeout=30, interval=0.2)
+        _wait_until_admitting(admin, namespace)
         yield host, ca
     finally:
-        admin.delete(MUTATING, names[0])
-        admin.delete(VALIDATING, names[1])
+        _unregister(admin, namespace)
         host.stop()
 
 
-def _dry_run(admin: Client, namespace: str, name: str) -> None:
-    """A dry-run create of a TrainJob (both webhooks are called); AssertionError unless admitted."""
+def _dry_run_outcome(admin: Client, namespace: str, name: str) -> str:
+    """A dry-run create of a TrainJob (both webhooks are called): ``"ok"`` when admitted, else the status
+    and the API server's message."""
     body = orjson.dumps(support.trainjob(namespace, name))
     path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
     answer = admin.transport.request(
         "POST", path, query={"dryRun": "All"}, body=body, content_type="application/json"
     )
-    assert answer.status == 201, (answer.status, answer.body[:500])
+    if answer.status == 201:
+        return "ok"
+    try:
+        message = str(orjson.loads(answer.body).get("message"))
+    except (orjson.JSONDecodeError, AttributeError):
+        message = answer.body[:500].decode(errors="replace")
+    return f"{answer.status}: {message}"
+
+
+def _dry_run(admin: Client, namespace: str, name: str) -> None:
+    """:func:`_dry_run_outcome`; AssertionError unless admitted."""
+    outcome = _dry_run_outcome(admin, namespace, name)
+    assert outcome == "ok", outcome
 
 
 def _refused_by_validator(admin: Client, namespace: str) -> None:
@@ -304,3 +354,191 @@ def test_a_certificate_rotation_under_load_drops_no_request(
 
 def _same(actual: bytes, expected: bytes) -> None:
     assert actual == expected, "the previous certificate is still served"
+
+
+# --- CA rotation --------------------------------------------------------------------------------------------
+
+ROTATING_SECRET = "reliability-webhook-certs"
+_UNKNOWN_AUTHORITY = "certificate signed by unknown authority"
+SCALED_LIFETIME = dt.timedelta(seconds=30)
+SCALED_LOOKAHEAD = dt.timedelta(seconds=29)
+
+
+@pytest.fixture
+def rotated_webhooks(
+    admin: Client, service_account_kubeconfig: Path, namespace: str, tmp_path: Path
+) -> Iterator[tuple[WebhookHost, CertRotator]]:
+    """The webhook server on certificates the product's rotator keeps (Secret, files, caBundles), with the
+    scaled-down lifetimes of the module doc; the configurations call ``https://localhost:<port>`` (the
+    rotator's certificates name DNS names only)."""
+    port = free_port()
+    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    _register(admin, namespace, port, bundle="", host="localhost")  # the rotator injects the bundle
+    names = _configuration_names(namespace)
+    options = RotatorOptions(
+        secret_namespace=namespace,
+        secret_name=ROTATING_SECRET,
+        cert_dir=tmp_path / "serving-certs",
+        dns_name="localhost",
+        ca_name="reliability-rotating-ca",
+        ca_organization="reliability",
+        webhooks=(WebhookConfigurationRef.mutating(names[0]), WebhookConfigurationRef.validating(names[1])),
+        ca_validity=SCALED_LIFETIME,
+        server_validity=SCALED_LIFETIME,
+        lookahead=SCALED_LOOKAHEAD,
+        resync_interval=0.2,
+    )
+    rotator = CertRotator(admin, options)
+    stop = threading.Event()
+    rotator.start(stop)
+    host = WebhookHost(service_account_kubeconfig, port, options.cert_dir)
+    try:
+        assert rotator.wait_ready(30), rotator.statistics()
+        host.start()
+        _wait_until_admitting(admin, namespace)
+        yield host, rotator
+    finally:
+        stop.set()
+        assert rotator.stop(30), "the certificate rotator did not stop"
+        _unregister(admin, namespace)
+        host.stop()
+
+
+def _ca_fingerprints(pem: bytes) -> list[bytes]:
+    return [c.fingerprint(hashes.SHA256()) for c in x509.load_pem_x509_certificates(pem)]
+
+
+def _bundles(admin: Client, namespace: str) -> list[list[bytes]]:
+    """The CAs (fingerprints, in order) of each webhook's caBundle."""
+    names = _configuration_names(namespace)
+    found = []
+    for gvk, name in ((MUTATING, names[0]), (VALIDATING, names[1])):
+        for webhook in admin.get(gvk, name)["webhooks"]:
+            found.append(_ca_fingerprints(base64.b64decode(webhook["clientConfig"]["caBundle"])))
+    return found
+
+
+def _served_issuer(port: int, bundle: bytes) -> bytes:
+    """The authority key identifier of the certificate served on ``port`` (verified against ``bundle``)."""
+    context = ssl.create_default_context(cadata=bundle.decode())
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    aki = x509.load_der_x509_certificate(der).extensions.get_extension_for_oid(
+        ExtensionOID.AUTHORITY_KEY_IDENTIFIER
+    )
+    identifier = aki.value.key_identifier
+    assert identifier is not None
+    return identifier
+
+
+def _key_identifier(pem: bytes) -> bytes:
+    ski = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_oid(
+        ExtensionOID.SUBJECT_KEY_IDENTIFIER
+    )
+    return ski.value.digest
+
+
+def _current_ca(admin: Client, namespace: str) -> bytes:
+    """The Secret's ``ca.crt`` (the newest CA first); empty while there is no Secret."""
+    if support.absent(admin, SECRET, ROTATING_SECRET, namespace):
+        return b""
+    data = admin.get(SECRET, ROTATING_SECRET, namespace)["data"]
+    return base64.b64decode(data[CA_CERT_KEY])
+
+
+def _replaced(admin: Client, namespace: str, previous: bytes) -> Callable[[], bool]:
+    """Whether the Secret holds a CA bundle other than ``previous``."""
+    return lambda: _current_ca(admin, namespace) not in (b"", previous)
+
+
+def test_a_ca_rotation_under_load_drops_no_request(
+    admin: Client,
+    namespace: str,
+    rotated_webhooks: tuple[WebhookHost, CertRotator],
+    figures: Any,
+    profile: Any,
+) -> None:
+    host, _ = rotated_webhooks
+    rotations = 4 if profile.name == "ci" else 20
+    stop = threading.Event()
+    outcomes: list[str] = []
+
+    def load(worker: int) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                outcomes.append(_dry_run_outcome(admin, namespace, f"load-{worker}-{n}"))
+            except (ApiError, OSError) as exc:
+                outcomes.append(f"failed: {exc}")
+
+    loaders = [threading.Thread(target=load, args=(i,), name=f"test/ca-load-{i}") for i in range(2)]
+    for loader in loaders:
+        loader.start()
+    seen: list[bytes] = []
+    switched: list[float] = []
+    try:
+        previous = _current_ca(admin, namespace)
+        for _ in range(rotations):
+            before = len(outcomes)
+            support.wait_for(_replaced(admin, namespace, previous), timeout=30)
+            began = time.monotonic()
+            bundle = _current_ca(admin, namespace)
+            cas = _ca_fingerprints(bundle)
+            # The new CA first, then its predecessor (still valid: kept trusted for the switch).
+            assert cas[1:] == _ca_fingerprints(previous)[:1], "the previous CA is not kept in ca.crt"
+            newest = _key_identifier(bundle)
+
+            def switched_over(bundle: bytes = bundle, newest: bytes = newest) -> None:
+                assert all(found == _ca_fingerprints(bundle) for found in _bundles(admin, namespace))
+                assert _served_issuer(host.port, bundle) == newest
+
+            support.eventually(switched_over, timeout=10, interval=0.05)
+            switched.append(time.monotonic() - began)
+            seen.append(cas[0])
+            support.wait_for(lambda before=before: len(outcomes) >= before + 10, timeout=30)
+            previous = bundle
+        during_rotations = list(outcomes)
+
+        # The Secret deleted: a new CA with no predecessor (the old key may be why it was deleted).
+        before_deletion = len(outcomes)
+        admin.delete(SECRET, ROTATING_SECRET, namespace)
+        support.wait_for(_replaced(admin, namespace, previous), timeout=30)
+        fresh = _current_ca(admin, namespace)
+        assert len(_ca_fingerprints(fresh)) == 1, "a deleted Secret keeps no old CA"
+
+        def recovered() -> None:
+            assert all(found == _ca_fingerprints(fresh) for found in _bundles(admin, namespace))
+            assert _served_issuer(host.port, fresh) == _key_identifier(fresh)
+
+        support.eventually(recovered, timeout=10, interval=0.05)
+        after_recovery = len(outcomes)
+        support.wait_for(lambda: len(outcomes) >= after_recovery + 10, timeout=30)
+    finally:
+        stop.set()
+        for loader in loaders:
+            loader.join(60)
+    assert not any(loader.is_alive() for loader in loaders)
+    failed = [o for o in during_rotations if o != "ok"]
+    after_deletion = outcomes[before_deletion:]
+    refused = [o for o in after_deletion if o != "ok"]
+    figures.report(
+        f"webhook CA rotation under load ({profile.name})",
+        runs=1,
+        ca_rotations=rotations,
+        requests=len(during_rotations),
+        refused=len(failed),
+        switched_after_new_secret_s_median_max=support.median_max(switched),
+        secret_deleted_requests=len(after_deletion),
+        secret_deleted_refused=len(refused),
+    )
+    assert failed == [], failed[:3]
+    assert len(set(seen)) == rotations
+    assert all(_UNKNOWN_AUTHORITY in o for o in refused), refused[:3]
+    # Admission goes on after the clean break (the two requests in flight when the switch was seen aside),
+    # through the next scaled rotations too.
+    assert set(outcomes[after_recovery + 2 :]) == {"ok"}, outcomes[after_recovery:][:3]

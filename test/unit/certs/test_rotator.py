@@ -390,6 +390,45 @@ def test_a_caBundle_reset_by_an_apply_is_restored(api: FakeAPI, tmp_path: Path, 
     assert bundles(api)[3] == base64.b64encode(secret_data(api)["ca.crt"]).decode()
 
 
+def test_a_new_ca_is_in_every_bundle_before_a_certificate_it_signed_is_served(
+    api: FakeAPI, tmp_path: Path, clock: FakeClock
+) -> None:
+    rotator = CertRotator(api, options(tmp_path), clock=clock)
+    rotator.refresh()
+    old_ca, old_serving = secret_data(api)["ca.crt"], secret_data(api)["tls.crt"]
+    served_while_patched: list[bytes] = []
+    patch = api.patch
+
+    def patch_and_look(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        served_while_patched.append((tmp_path / "tls.crt").read_bytes())
+        return patch(*args, **kwargs)
+
+    api.patch = patch_and_look  # type: ignore[method-assign]
+    clock.step((3650 - 89) * DAY)  # the CA is within the lookahead: a new CA and serving certificate
+    rotator.refresh()
+    data = secret_data(api)
+    assert data["ca.crt"].endswith(old_ca) and data["ca.crt"] != old_ca
+    # While each configuration was patched, the files still held the certificate of the old CA, which
+    # the new bundle (new CA, then the old one) trusts as well; the new certificate came after.
+    assert served_while_patched == [old_serving, old_serving]
+    assert (tmp_path / "tls.crt").read_bytes() == data["tls.crt"]
+    assert bundles(api) == [base64.b64encode(data["ca.crt"]).decode()] * 4
+
+
+def test_the_files_are_written_even_when_a_bundle_cannot_be_patched(
+    api: FakeAPI, tmp_path: Path, clock: FakeClock
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise errors.from_status(_status(403, "Forbidden"))
+
+    api.patch = refuse  # type: ignore[method-assign]
+    rotator = CertRotator(api, options(tmp_path), clock=clock)
+    with pytest.raises(RotationError, match="caBundle not injected"):
+        rotator.refresh()
+    assert (tmp_path / "tls.crt").read_bytes() == secret_data(api)["tls.crt"]
+    assert not rotator.ready()  # the pass failed: retried, and not ready until it succeeds
+
+
 def test_an_unwritable_directory_leaves_readiness_to_the_mounted_files(
     api: FakeAPI, tmp_path: Path, clock: FakeClock
 ) -> None:

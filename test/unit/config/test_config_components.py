@@ -54,6 +54,9 @@ def test_the_components_add_a_service_monitor_a_metrics_reader_and_the_dashboard
     assert added == {
         ("ServiceMonitor", "kubeflow-trainer-controller-manager"),
         ("ClusterRole", "kubeflow-trainer-metrics-reader"),
+        ("ClusterRoleBinding", "kubeflow-trainer-metrics-reader"),
+        ("ServiceAccount", "kubeflow-trainer-metrics-reader"),
+        ("Secret", "kubeflow-trainer-metrics-reader-token"),
         ("ConfigMap", "kubeflow-trainer-grafana-dashboard"),
     }
     (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
@@ -64,7 +67,26 @@ def test_the_components_add_a_service_monitor_a_metrics_reader_and_the_dashboard
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"] if p["targetPort"] == "metrics"}
     assert endpoint["scheme"] == "https"
     assert endpoint["tlsConfig"]["serverName"] == "kubeflow-trainer-controller-manager.kubeflow-system.svc"
-    (reader,) = [o for o in objects if o["metadata"]["name"] == "kubeflow-trainer-metrics-reader"]
+    # The token sent: a ServiceAccount token Secret in the ServiceMonitor's namespace (where the Prometheus
+    # Operator reads it), of a ServiceAccount bound to GET /metrics and nothing else.
+    assert "bearerTokenFile" not in endpoint and "bearerTokenSecret" not in endpoint  # deprecated
+    credentials = endpoint["authorization"]["credentials"]
+    assert (endpoint["authorization"]["type"], credentials["key"]) == ("Bearer", "token")
+    (token,) = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == credentials["name"]]
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["namespace"] == monitor["metadata"]["namespace"]
+    account = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    (sa,) = [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == account]
+    assert sa["metadata"]["namespace"] == token["metadata"]["namespace"]
+    bindings = [
+        b
+        for b in objects
+        if b["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and {"kind": "ServiceAccount", "name": account, "namespace": sa["metadata"]["namespace"]}
+        in b["subjects"]
+    ]
+    assert [b["roleRef"]["name"] for b in bindings] == ["kubeflow-trainer-metrics-reader"]
+    (reader,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == account]
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     (dashboard,) = [o for o in objects if o["metadata"]["name"] == "kubeflow-trainer-grafana-dashboard"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"

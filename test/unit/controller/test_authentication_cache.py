@@ -16,7 +16,9 @@ import pytest
 from controller.authentication import (
     Authentication,
     AuthenticationError,
+    CacheStatistics,
     CachingAuthenticator,
+    ExpiringCache,
     UserInfo,
     token_expiry,
 )
@@ -183,7 +185,7 @@ def test_tokens_are_kept_only_as_digests(clock: FakeClock) -> None:
     secret = "very-secret-token-value"
     cache = CachingAuthenticator(FakeAuthenticator(secret), clock=clock)
     cache.authenticate(secret, [AUDIENCE])
-    keys = list(cache._cache.keys())  # the property is about what is stored
+    keys = cache._cache.keys()  # the property is about what is stored
     assert len(keys) == 1 and isinstance(keys[0], bytes) and len(keys[0]) == 32
     assert secret.encode() not in keys[0]
     assert secret not in repr(cache)
@@ -202,3 +204,23 @@ def test_bad_settings_are_refused() -> None:
         CachingAuthenticator(FakeAuthenticator(), max_entries=0)
     with pytest.raises(ValueError, match="ttl"):
         CachingAuthenticator(FakeAuthenticator(), success_ttl=-1)
+
+
+def test_the_expiring_cache_keeps_each_value_for_its_own_ttl_and_evicts_the_least_recently_used(
+    clock: FakeClock,
+) -> None:
+    cache: ExpiringCache[str, int] = ExpiringCache(2, clock)
+    cache.put("a", 1, 10)
+    cache.put("b", 2, 5)
+    assert cache.get("a") == 1  # used: "b" is now the least recently used
+    cache.put("c", 3, 10)
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+    cache.put("c", 4, 0)  # a ttl of 0 keeps nothing and drops the older value
+    assert cache.get("c") is None
+    clock.step(9.9)
+    assert cache.get("a") == 1
+    clock.step(0.1)
+    assert cache.get("a") is None and len(cache) == 0
+    assert cache.statistics() == CacheStatistics(hits=4, misses=3, entries=0)
+    with pytest.raises(ValueError, match="max_entries"):
+        ExpiringCache(0, clock)

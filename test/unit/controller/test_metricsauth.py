@@ -3,9 +3,11 @@ answers (401/403/200/500, the header forms, the caches and their bounds)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 import pytest
 import structlog
 
@@ -16,7 +18,6 @@ from controller.healthz import Response
 from controller.metricsauth import (
     Authenticator,
     Authorizer,
-    TTLCache,
     authentication_and_authorization,
 )
 
@@ -54,6 +55,13 @@ class FakeReviews:
         assert obj["kind"] == "SubjectAccessReview"
         self.access_reviews.append(obj["spec"])
         return {"status": {"allowed": obj["spec"]["user"] in self.allowed, "reason": "rbac"}}
+
+
+def jwt(claims: dict[str, object]) -> str:
+    def part(value: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(orjson.dumps(value)).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
 
 
 def metrics_app(path: str, query: Mapping[str, list[str]], headers: Mapping[str, str]) -> Response:
@@ -192,19 +200,28 @@ def test_the_caches_are_bounded(reviews: FakeReviews, clock: FakeClock) -> None:
     authn = Authenticator(reviews, clock=clock, max_entries=8)
     for i in range(100):
         assert authn.authenticate(f"made-up-{i}") is None
-    assert len(authn.cache) == 8
+    assert authn.statistics().entries == 8
     assert reviews.token_reviews == 100
+    authz = Authorizer(reviews, clock=clock, max_entries=4)
+    for i in range(20):
+        assert not authz.authorize(UserInfo(username=f"user-{i}"), "get", "/metrics").allowed
+    assert authz.statistics().entries == 4
 
 
-def test_the_cache_evicts_the_least_recently_used(clock: FakeClock) -> None:
-    cache: TTLCache[str, int] = TTLCache(2, clock)
-    cache.put("a", 1, 10)
-    cache.put("b", 2, 10)
-    assert cache.get("a") == 1
-    cache.put("c", 3, 10)
-    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
-    clock.step(10)
-    assert cache.get("a") is None and len(cache) == 1
+def test_a_token_review_is_cached_no_longer_than_the_token_lives(
+    reviews: FakeReviews, clock: FakeClock
+) -> None:
+    expiring = jwt({"sub": "alice", "exp": clock.now().timestamp() + 20})
+    reviews.users[expiring] = reviews.users[READER]
+    get = serve(reviews, clock)
+    assert get("Bearer " + expiring).status == 200
+    clock.step(19)
+    assert get("Bearer " + expiring).status == 200
+    assert reviews.token_reviews == 1
+    clock.step(1)  # the token's exp: the API server is asked again (and would refuse an expired token)
+    del reviews.users[expiring]
+    assert get("Bearer " + expiring).status == 401
+    assert reviews.token_reviews == 2
 
 
 def test_a_user_already_in_the_authenticated_group_is_not_given_it_twice(reviews: FakeReviews) -> None:

@@ -86,3 +86,44 @@ def test_the_probe_answer_tells_whether_the_validating_webhook_was_reached(
 def test_an_unknown_flavour_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown e2e cluster flavour 'minikube'"):
         paths.webhook_configurations("minikube")
+
+
+# --- Kueue: a missing binary is a missing prerequisite; kind's lack of Kueue is a skip --------------------
+
+
+@pytest.fixture
+def no_kueue_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """hack/cluster.py as on a machine where build-binaries.sh names a Kueue directory without ``kueue``
+    and no Kueue runs; reading a cluster's state would be a failure (nothing is to be started)."""
+    cluster = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
+    monkeypatch.setattr(cluster, "binary_dirs", lambda: {"KUEUE_BIN": tmp_path})
+    monkeypatch.setattr(cluster, "kueue_process", lambda name: None)
+
+    def no_state(name: str) -> None:
+        raise AssertionError("the cluster was looked at before the binary")
+
+    monkeypatch.setattr(cluster.ClusterState, "read", staticmethod(no_state))
+    return tmp_path
+
+
+def test_a_missing_kueue_binary_is_a_missing_prerequisite_naming_the_build(no_kueue_here: Path) -> None:
+    with (
+        pytest.raises(paths.KueueMissing) as raised,
+        paths.running_kueue("kwok", cluster_name="trainer-e2e-pytest"),
+    ):
+        pass
+    message = str(raised.value)
+    assert str(no_kueue_here / "kueue") in message
+    assert "bash hack/build-binaries.sh kueue" in message
+    # A caller that knows only KueueUnavailable still skips (test_kueue.py asks prerequisite.missing).
+    assert isinstance(raised.value, paths.KueueUnavailable)
+
+
+def test_kueue_on_kind_is_a_skip_not_a_missing_prerequisite() -> None:
+    with (
+        pytest.raises(paths.KueueUnavailable) as raised,
+        paths.running_kueue("kind", cluster_name="trainer-e2e-pytest"),
+    ):
+        pass
+    assert not isinstance(raised.value, paths.KueueMissing)
+    assert str(raised.value) == paths.KUEUE_ON_KIND
