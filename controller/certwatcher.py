@@ -14,7 +14,8 @@ Guarantees:
   changed, it reads both again. A server that calls it per connection therefore serves a
   rotated certificate from the very next connection; connections already open keep theirs.
 - A pair that does not load (a half-written rotation, a key that does not match, a missing file) is counted
-  and logged, and the previous certificate stays in use; the same unchanged files are not read again until
+  and logged (at info while a file is under 2 seconds old, a rotation half done; at error once the files
+  have settled), and the previous certificate stays in use; the same unchanged files are not read again until
   they change. Before any pair has loaded, :meth:`context` raises :class:`CertificateNotReady`, and
   :meth:`ready` is False: the server is not ready (the readiness probe says so) until the certificate
   rotator, or whoever provides the files, has written them.
@@ -149,11 +150,15 @@ class CertWatcher:
             except (OSError, ssl.SSLError, ValueError) as exc:
                 self._error = f"cannot load {self.cert_path} and {self.key_path}: {exc}"
                 read_certificate_errors_total.inc()
-                _log.error(
+                # Files written within the last 2 s are most likely a rotation between its two renames
+                # (the next read, after the second, loads): info. A settled pair that fails is an error.
+                log = _log.info if signature[2] is not None else _log.error
+                log(
                     "certwatcher.read_failed",
                     cert=str(self.cert_path),
                     key=str(self.key_path),
                     error=str(exc),
+                    settled=signature[2] is None,
                 )
                 return self._context is not None
             replaced = self._context is not None

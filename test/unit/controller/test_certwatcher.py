@@ -5,9 +5,11 @@ read counters), with a Secret volume's symlink swap as the kubelet writes it."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from controller import metrics
 from controller.certwatcher import CertificateNotReady, CertWatcher
@@ -96,3 +98,23 @@ def test_an_in_place_rewrite_keeping_size_and_time_is_seen(tmp_path: Path, ca: C
     assert reads() == (before[0] + 1, before[1] + 1)  # ... but the files were read again
     watcher.context()
     assert reads() == (before[0] + 1, before[1] + 1)  # and those same contents are not read again
+
+
+def test_a_half_written_rotation_is_logged_at_info_and_a_settled_bad_pair_at_error(
+    tmp_path: Path, ca: CertificateAuthority
+) -> None:
+    pair(ca).write(tmp_path, "tls.crt", "tls.key")
+    watcher = CertWatcher(tmp_path / "tls.crt", tmp_path / "tls.key")
+    watcher.context()
+    (tmp_path / "tls.key").write_bytes(pair(ca).key_pem)  # just written: the certificate comes next
+    with structlog.testing.capture_logs() as fresh:
+        watcher.context()
+    settled = time.time_ns() - 60 * 10**9
+    for name in ("tls.crt", "tls.key"):
+        os.utime(tmp_path / name, ns=(settled, settled))
+    (tmp_path / "tls.crt").write_bytes((tmp_path / "tls.crt").read_bytes())  # read again ...
+    os.utime(tmp_path / "tls.crt", ns=(settled - 10**9, settled - 10**9))  # ... but settled long ago
+    with structlog.testing.capture_logs() as old:
+        watcher.context()
+    assert [(e["event"], e["log_level"]) for e in fresh] == [("certwatcher.read_failed", "info")]
+    assert [(e["event"], e["log_level"]) for e in old] == [("certwatcher.read_failed", "error")]
