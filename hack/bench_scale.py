@@ -337,6 +337,14 @@ def top_frames(collapsed: str, limit: int = 20) -> list[tuple[str, float]]:
     return [(frame, n / total) for frame, n in leaves.most_common(limit)] if total else []
 
 
+def steady_rates(steady: Mapping[str, Any]) -> list[int]:
+    """The creation rates measured in the steady scenario's results (each controller's entry maps a rate,
+    as text, to its figures, beside ``measured_at``)."""
+    return sorted(
+        {int(key) for runs in steady.values() if isinstance(runs, Mapping) for key in runs if key.isdigit()}
+    )
+
+
 def ratio(ours: float | None, upstream: float | None) -> float | None:
     if ours is None or upstream is None or upstream == 0 or math.isnan(ours) or math.isnan(upstream):
         return None
@@ -1299,9 +1307,7 @@ def table_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         "burst-lifted",
         digits=0,
     )
-    for rate in (
-        scenarios.get("steady", {}).get("ours", scenarios.get("steady", {}).get("upstream", {})) or {}
-    ):
+    for rate in map(str, steady_rates(scenarios.get("steady", {}))):
         for q in ("p50", "p95", "p99"):
             row(f"steady {rate}/s: latency {q} (ms)", (rate, "latency_s", q), "steady", digits=0, scale=1000)
     scale = scenarios.get("scale", {})
@@ -1371,7 +1377,7 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         plt.close(fig)
     steady = scenarios.get("steady")
     if steady:
-        rates = sorted({int(rate) for runs in steady.values() for rate in runs})
+        rates = steady_rates(steady)
         fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4), squeeze=False)
         for ax, rate in zip(axes[0], rates, strict=True):
             for controller, runs in steady.items():
@@ -1475,6 +1481,11 @@ def _parser() -> argparse.ArgumentParser:
         "--workdir", type=Path, default=Path("/tmp/bench-scale"), help="logs and configurations"
     )
     parser.add_argument(
+        "--report",
+        action="store_true",
+        help="measure nothing: print the table and redraw the plots from the results.json already there",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         help="a directory: py-spy samples our manager during each burst and the restart into "
@@ -1493,7 +1504,7 @@ def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    scenarios = _split(args.scenarios, SCENARIOS, "scenarios")
+    scenarios = [] if args.report else _split(args.scenarios, SCENARIOS, "scenarios")
     controllers = _split(args.controllers, CONTROLLERS, "controllers")
     quick = args.quick
     settings = Settings(
@@ -1510,7 +1521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         REPO / "build" / "bench-scale-quick" if quick else REPO / "docs" / "performance"
     )
     output.mkdir(parents=True, exist_ok=True)
-    if "upstream" in controllers:
+    if "upstream" in controllers and scenarios:
         _upstream().binary_path()  # fail early with the build command
     install_sigterm_handler()
     results_path = output / "results.json"
@@ -1529,7 +1540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {
         # Every invocation that wrote into this file, oldest first; a scenario's entries come from the last
         # run that named it (each entry has its own `measured_at` and load averages).
-        "runs": [*previous.get("runs", []), this_run],
+        "runs": [*previous.get("runs", []), *([this_run] if scenarios else [])],
         "scenarios": previous.get("scenarios", {}),
     }
     results: dict[str, Any] = report["scenarios"]

@@ -309,3 +309,8 @@ def test_top_frames_sums_self_time_of_each_leaf_across_stacks(bench: ModuleType)
     collapsed = "a;b;leaf (x.py:1) 3\nc;leaf (x.py:1) 1\na;other (y.py:2) 4\nnot a stack line\n"
     assert bench.top_frames(collapsed) == [("leaf (x.py:1)", 0.5), ("other (y.py:2)", 0.5)]
     assert bench.top_frames("") == []
+
+
+def test_steady_rates_are_the_numeric_keys_of_every_controllers_runs(bench: ModuleType) -> None:
+    steady = {"ours": {"50": {}, "20": {}, "measured_at": "x"}, "upstream": {"20": {}, "measured_at": "y"}}
+    assert bench.steady_rates(steady) == [20, 50]
