@@ -57,7 +57,7 @@ from runtime.api.v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
-from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list
+from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list, copy_json
 from runtime.framework.errors import FrameworkError
 from runtime.framework.validation import FieldError
 from runtime.resources import ResourceList, pod_requests
@@ -139,16 +139,25 @@ def _checked_count(path: str, value: Any, limit: int, *, in_trainjob: bool = Fal
 
 
 class RuntimePatchError(FrameworkError):
-    """A `spec.runtimePatches` entry (or `resourcesPerNode`) cannot be merged into the runtime template."""
+    """A `spec.runtimePatches` entry (or `resourcesPerNode`) cannot be merged into the runtime template.
 
-    def __init__(self, message: str, *, manager: str | None = None) -> None:
-        super().__init__(message)
+    The message starts with the field (`spec.runtimePatches[0]: ...`) when `path` is given; `detail` is the
+    message without it."""
+
+    def __init__(self, message: str, *, manager: str | None = None, path: str | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
         self.manager = manager
+        self.detail = message
 
 
 def _copy(value: Any) -> Any:
-    """A private deep copy of a JSON value (an orjson round trip: cheaper than `copy.deepcopy`)."""
-    return orjson.loads(orjson.dumps(value))
+    """A private deep copy of a JSON value (an orjson round trip: cheaper than `copy.deepcopy`); of decoded
+    YAML that is not JSON (keys that are not strings, integers beyond 64 bits: `render` may be given them)
+    by walking it."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except orjson.JSONEncodeError:
+        return copy_json(value)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -480,7 +489,7 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
         for index, rjob in enumerate(as_list(spec.get("replicatedJobs")))
         if isinstance(rjob, dict)
     }
-    for patch in trainjob.runtime_patches:
+    for index, patch in enumerate(trainjob.runtime_patches):
         patch_spec = as_dict(as_dict(as_dict(patch).get("trainingRuntimeSpec")).get("template")).get("spec")
         if patch_spec is None:
             continue
@@ -489,7 +498,9 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
             spec = strategic_merge(spec, omit_empty(as_dict(patch_spec), JobSetSpecPatch), JOBSET_SPEC)
         except StrategicMergeError as exc:
             raise RuntimePatchError(
-                f"applying runtime patch of manager {manager!r}: {exc}", manager=manager
+                f"applying runtime patch of manager {manager!r}: {exc}",
+                manager=manager,
+                path=f"spec.runtimePatches[{index}]",
             ) from exc
     jobs = as_list(spec.get("replicatedJobs"))
     # Restore the runtime's order (SMP may reorder); names unknown to the runtime sort first, as upstream.

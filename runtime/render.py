@@ -30,7 +30,10 @@ Guarantees:
   Nothing printed depends on the clock.
 - Invalid input (a YAML syntax error, a missing file, a schema violation, a webhook rejection, a runtime
   that is not found, a plugin that cannot build) exits with status 2 and field paths and messages on
-  stderr, never a traceback. Status 1 means a bug in this program (`--traceback` shows it).
+  stderr, never a traceback. Status 1 means a bug in this program (`--traceback` shows it). A refusal of
+  a whole document names the document and the field: `<stdin>#2: kind: "Foo" is not TrainJob,
+  TrainingRuntime or ClusterTrainingRuntime`, `job.yaml: <root>: must be of type object (a YAML mapping),
+  not array`, `cluster.yaml#3: metadata.name: missing (an object in the cluster has one)`.
 - Bounded on hostile input: an alias bomb or deep nesting is refused after one linear read; one input
   holds at most `MAX_INPUT_BYTES`; an error line repeats at most `runtime.echo.ECHO_LIMIT` characters of
   a value and is at most `_LINE_LIMIT` long. An unknown feature gate is an error, as in the manager.
@@ -45,6 +48,7 @@ refused with the exception the pipeline raised on it, not a field path.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import stat
 import sys
@@ -60,6 +64,7 @@ from runtime import kubeyaml
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView
+from runtime.api.views import copy_json as _copy
 from runtime.core import RuntimeRegistry
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
 from runtime.echo import ECHO_LIMIT, elide
@@ -82,7 +87,6 @@ from runtime.plugins.trainjobstatus import (
 )
 from runtime.resources import InvalidQuantityError
 from runtime.schema import CRD_DIR, CRDError, SchemaChecker, oversize_warning
-from runtime.schema import copy_json as _copy
 from runtime.schema import json_type as _json_type
 
 __all__ = [
@@ -252,10 +256,72 @@ def load_documents(
             source = name if len(loaded) == 1 else f"{name}#{index}"
             if not isinstance(obj, dict):
                 raise RenderError(
-                    f"{source}: a document must be a mapping (an object), not {_json_type(obj)}"
+                    f"{source}: {_ROOT}: must be of type object (a YAML mapping), not {_json_type(obj)}"
                 )
             documents.append(Document(source=source, obj=obj))
     return documents
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a document must be: each refusal names the document (its source) and the field.
+
+_ROOT = "<root>"
+"""The field path of a whole document, as the schema checks print it (`runtime.schema`)."""
+
+
+def _echo(value: Any) -> str:
+    """A value from input as a message repeats it: JSON (`"Foo"`, `5`, `null`), cut by `elide`."""
+    try:
+        return elide(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):  # an integer of over 4300 digits (only parsed YAML holds one)
+        return "<a value too large to print>"
+
+
+def _one_of(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _type_problem(document: Document, kinds: Sequence[str]) -> str | None:
+    """Why the document is not of one of `kinds` in `trainer.kubeflow.org/v1alpha1`, as `field: message`;
+    None when it is. The kind is checked first: it says best what the document is."""
+    obj = document.obj
+    if "kind" not in obj:
+        return f"kind: missing (expected {_one_of(kinds)})"
+    if obj["kind"] not in kinds:
+        return f"kind: {_echo(obj['kind'])} is not {_one_of(kinds)}"
+    if "apiVersion" not in obj:
+        return f"apiVersion: missing (expected {constants.API_VERSION})"
+    if obj["apiVersion"] != constants.API_VERSION:
+        return f"apiVersion: {_echo(obj['apiVersion'])} is not {constants.API_VERSION}"
+    return None
+
+
+def _check_type(document: Document, kinds: Sequence[str]) -> None:
+    if (problem := _type_problem(document, kinds)) is not None:
+        raise RenderError(f"{document.source}: {problem}")
+
+
+def _object_problem(obj: Mapping[str, Any]) -> str | None:
+    """Why `obj` cannot be an object in the cluster (an `--existing` one), as `field: message`; None when it
+    can: `apiVersion`, `kind` and `metadata.name` are non-empty strings, `metadata.namespace` a string."""
+    metadata = obj.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return f"metadata: must be of type object, not {_json_type(metadata)}"
+    metadata = metadata or {}
+    required = (
+        ("apiVersion", obj.get("apiVersion")),
+        ("kind", obj.get("kind")),
+        ("metadata.name", metadata.get("name")),
+    )
+    for path, value in required:
+        if value is None or value == "":
+            return f"{path}: missing (an object in the cluster has one)"
+        if not isinstance(value, str):
+            return f"{path}: {_echo(value)} is not a string"
+    namespace = metadata.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        return f"metadata.namespace: {_echo(namespace)} is not a string"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -375,19 +441,21 @@ def render(
 def _render(
     document: Document, runtimes: Iterable[Document], existing: Iterable[Document], options: RenderOptions
 ) -> RenderResult:
-    if document.api_version != constants.API_VERSION or document.kind != constants.TRAINJOB_KIND:
-        raise RenderError(
-            f"{document.source}: expected a {constants.TRAINJOB_KIND} ({constants.API_VERSION}), found "
-            f"{document.kind or 'no kind'} ({document.api_version or 'no apiVersion'})"
-        )
+    _check_type(document, (constants.TRAINJOB_KIND,))
+    runtimes, existing = list(runtimes), list(existing)
+    for runtime_document in runtimes:
+        _check_type(runtime_document, _RUNTIME_KINDS)
+    for existing_document in existing:
+        if (problem := _object_problem(existing_document.obj)) is not None:
+            raise RenderError(f"{existing_document.source}: {problem}")
     warnings: list[str] = []
     trainjob = _checked(document, options.schemas, warnings)
     metadata = trainjob["metadata"]
     namespace = metadata.get("namespace")
     if options.namespace and namespace and namespace != options.namespace:
         raise RenderError(
-            f"{document.source}: the TrainJob's namespace {namespace!r} does not match "
-            f"--namespace {options.namespace!r}"
+            f"{document.source}: metadata.namespace: {_echo(namespace)} does not match "
+            f"--namespace {_echo(options.namespace)}"
         )
     metadata["namespace"] = namespace or options.namespace or "default"
     metadata.setdefault("uid", options.uid or PLACEHOLDER_UID)
@@ -407,7 +475,10 @@ def _render(
             runtime["metadata"].setdefault("namespace", metadata["namespace"])
         key = _key(runtime)
         if key in objects:
-            raise RenderError(f"{runtime_document.describe()} is defined twice (also in {objects[key][0]})")
+            raise RenderError(
+                f"{runtime_document.source}: metadata.name: {elide(runtime_document.kind)} "
+                f'"{elide(runtime_document.name)}" is defined twice (also in {objects[key][0]})'
+            )
         objects[key] = (runtime_document.source, runtime)
     for existing_document in existing:
         obj = cast(dict[str, Any], _copy(existing_document.obj))
@@ -633,26 +704,31 @@ def _summary(documents: Sequence[Document], limit: int = 5) -> str:
 
 
 def _split_trainjob_file(path: Path, *, stdin: IO[Any] | None = None) -> tuple[Document, list[Document]]:
+    """The one TrainJob of the file and the runtimes beside it; any other document is an error that names
+    it and its `kind` or `apiVersion`."""
     documents = load_documents(path, stdin=stdin)
+    for document in documents:
+        _check_type(document, (constants.TRAINJOB_KIND, *_RUNTIME_KINDS))
     trainjobs = [d for d in documents if d.kind == constants.TRAINJOB_KIND]
     others = [d for d in documents if d.kind != constants.TRAINJOB_KIND]
     name = "<stdin>" if str(path) == STDIN else str(path)
-    if len(trainjobs) != 1:
+    if not documents:  # no document, so no field to name
+        raise RenderError(f"{name}: no documents (expected exactly one {constants.TRAINJOB_KIND})")
+    if not trainjobs:
         raise RenderError(
-            f"{name}: expected exactly one {constants.TRAINJOB_KIND}, found {len(trainjobs)}",
+            f"{name}: kind: no document is a {constants.TRAINJOB_KIND} (expected exactly one)",
             [f"found {_summary(documents)}"],
         )
-    unexpected = [d for d in others if d.api_version != constants.API_VERSION or d.kind not in _RUNTIME_KINDS]
-    if unexpected:
+    if len(trainjobs) > 1:
         raise RenderError(
-            f"{unexpected[0].source}: unexpected {unexpected[0].describe()} next to the TrainJob "
-            "(only TrainingRuntimes and ClusterTrainingRuntimes may share its file)"
+            f"{trainjobs[1].source}: kind: a second {constants.TRAINJOB_KIND} (the first is "
+            f"{trainjobs[0].source}): a file holds exactly one"
         )
     return trainjobs[0], others
 
 
 def _is_runtime(document: Document) -> bool:
-    return document.api_version == constants.API_VERSION and document.kind in _RUNTIME_KINDS
+    return _type_problem(document, _RUNTIME_KINDS) is None
 
 
 def _runtime_documents(

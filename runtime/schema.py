@@ -28,6 +28,7 @@ from typing import Any, cast
 import orjson
 import yaml
 
+from runtime.api.views import copy_json
 from runtime.celvalidation import RuleValidator
 from runtime.framework import ErrorType, FieldError
 
@@ -36,7 +37,6 @@ __all__ = [
     "ETCD_REQUEST_LIMIT",
     "CRDError",
     "SchemaChecker",
-    "copy_json",
     "json_type",
     "oversize_warning",
 ]
@@ -124,15 +124,6 @@ def _sorted(value: Any) -> Any:
     if isinstance(value, list):
         return [_sorted(v) for v in value]
     return (type(value).__name__, value)
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of decoded YAML/JSON (any keys, any integers: the schema check reports those)."""
-    if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
-    return value
 
 
 class CRDError(ValueError):

@@ -33,6 +33,10 @@ Guarantees:
   (`runtime.schema.SchemaChecker`, loaded on first need), the field errors of the decoding step that Go's
   typed adapters would have failed: never a 500. A failure the schema cannot explain is a bug, and is
   answered 500 (`controller.webhook.admission`).
+- A stored runtime that Go's typed decoding would refuse (a field of the wrong JSON type, a quantity that does
+  not parse: stored under an older CRD, or edited in etcd) is not validated against: the TrainJob is denied
+  at `spec.runtimeRef`, naming the runtime and its field (`Runtime.validate`; upstream's typed cache cannot
+  decode such a runtime, and its webhook denies there too). Never a 500.
 - Reads go through the `Reader` given (the manager's cache-backed `CacheReader`): an admission makes no API
   request for a cached kind. A read failure is a field error (`Internal error`), so the request is denied,
   never admitted unchecked.

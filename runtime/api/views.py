@@ -43,6 +43,7 @@ __all__ = [
     "TrainJobView",
     "as_dict",
     "as_list",
+    "copy_json",
     "find_condition",
     "replicated_job_pod_spec",
 ]
@@ -307,3 +308,12 @@ class RuntimeView(ObjectView):
     @property
     def template(self) -> JobSetTemplateSpec:
         return cast(JobSetTemplateSpec, as_dict(self.spec.get("template")))
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of decoded YAML/JSON (any keys, any integers: the schema check reports those)."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value

@@ -8,7 +8,7 @@ Module map:
 - `runtime.core.snapshot`: the `<trainjob>-runtime-snapshot` ConfigMap (build, read, check).
 - `runtime.core.status`: `set_condition` (meta.SetStatusCondition), the Suspended condition, the deadline.
 - `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError` (permanent),
-  `RuntimeNotFoundError`, `SnapshotError`.
+  `RuntimeNotFoundError`, `InvalidRuntimeError`, `SnapshotError`.
 - `runtime.core.runtime_rules`: what the (Cluster)TrainingRuntime webhooks check (replicated-job rules,
   the deprecation warning).
 - `runtime.core.defaulting`: what the TrainJob mutating webhook fills in (`runtimePatches[].time`).
@@ -17,6 +17,7 @@ Module map:
 from __future__ import annotations
 
 from runtime.core.errors import (
+    InvalidRuntimeError,
     InvalidTrainJobError,
     PermanentError,
     RuntimeNotFoundError,
@@ -37,6 +38,7 @@ from runtime.core.runtime import (
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
     "TRAINING_RUNTIME",
+    "InvalidRuntimeError",
     "InvalidTrainJobError",
     "PermanentError",
     "Runtime",

@@ -18,6 +18,7 @@ from runtime.framework.errors import FrameworkError
 from runtime.framework.validation import FieldError
 
 __all__ = [
+    "InvalidRuntimeError",
     "InvalidTrainJobError",
     "PermanentError",
     "RuntimeNotFoundError",
@@ -48,6 +49,12 @@ class InvalidTrainJobError(PermanentError):
     def __init__(self, errors: tuple[FieldError, ...]) -> None:
         super().__init__("invalid TrainJob: " + "; ".join(str(e) for e in errors))
         self.errors = errors
+
+
+class InvalidRuntimeError(FrameworkError):
+    """The referenced runtime exists but Go's typed decoding would refuse it (a field of the wrong JSON type,
+    a quantity that does not parse: stored under an older CRD, or edited in etcd), so nothing is built from
+    it; it may be fixed, so retry. (Upstream's typed cache cannot decode such an object at all.)"""
 
 
 class RuntimeNotFoundError(FrameworkError):

@@ -13,21 +13,27 @@ Guarantees:
 - `read_snapshot` accepts a ConfigMap only if it is controlled by this TrainJob (owner UID), has the
   `runtime` key, parses as a YAML mapping, and names the runtime the TrainJob references (kind and group
   when the TrainJob sets them, and name); otherwise it raises `SnapshotError` with upstream's message.
-- The snapshot lives in the tenant's namespace, so a tenant can edit it; `read_snapshot` treats it as
-  hostile input. Whatever the ConfigMap holds, it either returns a runtime whose every field has the JSON
-  type the runtime CRD declares (what upstream's typed `yaml.Unmarshal` guarantees; unknown fields are
-  kept and ignored, as there) or raises `SnapshotError` with a short message, never another exception.
-  Reading is bounded: at most `MAX_SNAPSHOT_BYTES` of text and `MAX_SNAPSHOT_NODES` decoded nodes (aliases
-  expanded), at most `runtime.kubeyaml.MAX_DEPTH` levels deep, with kubectl's limit on alias expansion; the
-  YAML is read as kubectl reads it (`runtime.kubeyaml`: no tag constructs anything but JSON values).
-  Messages repeat at most `runtime.echo.ECHO_LIMIT` characters of any value.
+- The snapshot lives in the tenant's namespace, so a tenant can edit it; `read_snapshot` treats it as hostile
+  input. Whatever the ConfigMap holds, it either returns a runtime whose every field has the JSON type the
+  runtime CRD declares and whose every quantity parses (what upstream's typed `yaml.Unmarshal` guarantees;
+  unknown fields are kept and ignored, as there) or raises `SnapshotError` with a short message, never another
+  exception. Reading is bounded: at most `MAX_SNAPSHOT_BYTES` of text and `MAX_SNAPSHOT_NODES` decoded nodes
+  (aliases expanded), at most `runtime.kubeyaml.MAX_DEPTH` levels deep, with kubectl's limit on alias
+  expansion; the YAML is read as kubectl reads it (`runtime.kubeyaml`: no tag constructs anything but JSON
+  values). Messages repeat at most `runtime.echo.ECHO_LIMIT` characters of any value.
+- Writing is memoised by content (a burst of TrainJobs on one runtime dumps its YAML once), for runtimes of
+  at most `SHARED_TEXT_LIMIT` bytes of JSON, `SHARED_PARSES` of them.
+- Parsing is memoised by text: the snapshots of TrainJobs started on one runtime version hold the same text,
+  so a restart parses it once, not once per TrainJob. Only small texts (`SHARED_TEXT_LIMIT` characters,
+  `SHARED_MAX_NODES` nodes) are kept, `SHARED_PARSES` of them, so hostile snapshots cannot grow memory; a
+  memoised runtime is shared by every caller and read-only, as a cached object is.
 
 Deliberately missing: rewriting an existing snapshot. A snapshot is written once (and again only if it was
 deleted); later runtime edits never reach an existing TrainJob. So a snapshot an older controller wrote
-keeps having no label; `get_snapshot` still finds it, because a `Reader` never answers None from a
-label-narrowed cache alone (`runtime.framework.reader`). The snapshot's runtime is not checked against the
-CRD's other rules (enums, patterns, CEL): a runtime that the API server once accepted passes them, and
-upstream does not check them either.
+keeps having no label; `get_snapshot` still finds it, because a `Reader` confirms a miss of a
+label-narrowed cache live for any TrainJob something may have built for (`runtime.framework.reader`). The
+snapshot's runtime is not checked against the CRD's other rules (enums, patterns, CEL): a runtime that the
+API server once accepted passes them, and upstream does not check them either.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from typing import Any, Final
+
+import orjson
 
 from runtime import kubeyaml
 from runtime.api import constants
@@ -44,6 +52,7 @@ from runtime.core.errors import SnapshotError
 from runtime.echo import elide
 from runtime.framework.reader import Reader
 from runtime.ownership import owned_object_metadata
+from runtime.resources import InvalidQuantityError, Quantity
 from runtime.schema import CRD_DIR, json_type
 
 __all__ = [
@@ -52,7 +61,9 @@ __all__ = [
     "build_snapshot",
     "get_snapshot",
     "read_snapshot",
+    "runtime_type_errors",
     "snapshot_name",
+    "type_error_summary",
 ]
 
 MAX_SNAPSHOT_BYTES: Final = 1 << 20
@@ -60,6 +71,11 @@ MAX_SNAPSHOT_BYTES: Final = 1 << 20
 
 MAX_SNAPSHOT_NODES: Final = 100_000
 """The most YAML nodes a snapshot may decode to, aliases expanded (the largest default runtime has 188)."""
+
+SHARED_PARSES: Final = 32
+SHARED_TEXT_LIMIT: Final = 64 * 1024
+SHARED_MAX_NODES: Final = 2000
+"""The memo's bounds: at most 32 texts of at most 64 KiB, each at most 2,000 nodes once decoded."""
 
 _CONFIGMAP = ("v1", "ConfigMap")
 _INVALID = "invalid runtime snapshot"
@@ -87,8 +103,25 @@ def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) ->
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": owned_object_metadata(trainjob, snapshot_name(trainjob)),
-        "data": {constants.RUNTIME_SNAPSHOT_KEY: kubeyaml.dump(frozen)},
+        "data": {constants.RUNTIME_SNAPSHOT_KEY: _dump(frozen)},
     }
+
+
+def _dump(frozen: Mapping[str, Any]) -> str:
+    """`kubeyaml.dump(frozen)`, memoised by content when small and plain JSON (what reads back equal from
+    its JSON: not a NaN, an infinity or an integer beyond 64 bits, which `render` may be given)."""
+    try:
+        content = orjson.dumps(frozen, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return kubeyaml.dump(frozen)
+    if len(content) <= SHARED_TEXT_LIMIT and orjson.loads(content) == frozen:
+        return _dump_shared(content)
+    return kubeyaml.dump(frozen)
+
+
+@functools.lru_cache(maxsize=SHARED_PARSES)
+def _dump_shared(content: bytes) -> str:
+    return kubeyaml.dump(orjson.loads(content))
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -125,13 +158,20 @@ _TYPES: dict[str, tuple[str, ...]] = {
 
 def _type_errors(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
     """Field errors where `value` has another JSON type than `schema` says (as Go's typed unmarshal finds
-    them); nulls of non-nullable fields are dropped, as the API server drops them. Unknown fields pass."""
+    them), or is a quantity (int-or-string with a `pattern`: `resource.Quantity`, whose unmarshal parses
+    it) that does not parse; nulls of non-nullable fields are dropped, as the API server drops them.
+    Unknown fields pass."""
     if len(errors) > _MAX_REPORTED:
         return
     actual = json_type(value)
     if schema.get("x-kubernetes-int-or-string"):
         if actual not in ("integer", "string"):
             errors.append(f"{path}: expected an integer or a string, found {actual}")
+        elif "pattern" in schema:
+            try:
+                Quantity.parse(value)
+            except InvalidQuantityError as exc:
+                errors.append(f"{path}: {exc}")
         return
     kind = schema.get("type") or ("object" if "properties" in schema else None)
     if kind not in _TYPES:
@@ -170,18 +210,45 @@ def _metadata_errors(metadata: Any) -> list[str]:
     return errors
 
 
-def _parse(text: Any) -> dict[str, Any]:
+def _parse(text: Any, max_nodes: int = MAX_SNAPSHOT_NODES) -> dict[str, Any]:
     """`data.runtime` as a runtime object whose fields have the CRD's JSON types (raises SnapshotError)."""
     if not isinstance(text, str):
         raise SnapshotError(f"{_UNMARSHAL}: the {constants.RUNTIME_SNAPSHOT_KEY!r} data is {json_type(text)}")
     if len(text) > MAX_SNAPSHOT_BYTES:
         raise SnapshotError(f"{_UNMARSHAL}: more than {MAX_SNAPSHOT_BYTES} characters")
     try:
-        runtime = kubeyaml.load(text, max_nodes=MAX_SNAPSHOT_NODES)
+        runtime = kubeyaml.load(text, max_nodes=max_nodes)
     except kubeyaml.YAMLInputError as exc:
         raise SnapshotError(f"{_UNMARSHAL}: {exc}") from exc
     if not isinstance(runtime, dict):
         raise SnapshotError(f"{_UNMARSHAL}: not a runtime object but {json_type(runtime)}")
+    errors = runtime_type_errors(runtime)
+    if errors:
+        raise SnapshotError(f"{_UNMARSHAL}: not a runtime object: {type_error_summary(errors)}")
+    return runtime
+
+
+@functools.lru_cache(maxsize=SHARED_PARSES)
+def _parse_shared(text: str) -> Mapping[str, Any]:
+    """`_parse` of a small text, memoised (failures are not: `_parse_or_share` then parses in full)."""
+    return _parse(text, SHARED_MAX_NODES)
+
+
+def _parse_or_share(text: Any) -> Mapping[str, Any]:
+    if isinstance(text, str) and len(text) <= SHARED_TEXT_LIMIT:
+        try:
+            return _parse_shared(text)
+        except SnapshotError:
+            pass  # invalid, or more nodes than the memo keeps: the full parse says which
+    return _parse(text)
+
+
+def runtime_type_errors(runtime: dict[str, Any]) -> list[str]:
+    """Where a runtime object's fields have another JSON type than the runtime CRD declares, or a quantity
+    does not parse (what Go's typed decoding refuses), as `<path>: expected <type>, found <type>` or
+    `<path>: quantities must match ...`; the first few only. Nulls of
+    non-nullable fields are dropped from `runtime` in place (as the API server drops them): pass a copy
+    of a shared object. Unknown fields and the CRD's other rules (enums, bounds, CEL) are not checked."""
     errors = _metadata_errors(runtime.get("metadata", {}))
     for key in ("apiVersion", "kind"):
         if not isinstance(runtime.get(key, ""), str):
@@ -192,14 +259,18 @@ def _parse(text: Any) -> dict[str, Any]:
         _type_errors(
             runtime["spec"], _mapping(_runtime_schema().get("properties")).get("spec", {}), "spec", errors
         )
-    if errors:
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise SnapshotError(f"{_UNMARSHAL}: not a runtime object: {errors[0]}{more}")
-    return runtime
+    return errors
 
 
-def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> dict[str, Any]:
-    """The runtime object frozen in a snapshot ConfigMap, after upstream's checks (raises `SnapshotError`)."""
+def type_error_summary(errors: list[str]) -> str:
+    """The first of `runtime_type_errors` and how many more: `spec.x: expected ... (and 2 more)`."""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{errors[0]}{more}"
+
+
+def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> Mapping[str, Any]:
+    """The runtime object frozen in a snapshot ConfigMap, after upstream's checks (raises `SnapshotError`).
+    Shared and read-only."""
     view = TrainJobView(trainjob)
     if _controller_uid(configmap) != view.uid:
         raise SnapshotError(f"{_INVALID}: a snapshot configmap exists but is owned by another object")
@@ -208,7 +279,7 @@ def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> dict[str,
         raise SnapshotError(
             f'{_INVALID}: snapshot ConfigMap missing "{constants.RUNTIME_SNAPSHOT_KEY}" data key'
         )
-    runtime = _parse(text)
+    runtime = _parse_or_share(text)
     ref: Mapping[str, Any] = _mapping(view.spec.get("runtimeRef"))
     found = ObjectView(runtime)
     found_group = found.api_version.rpartition("/")[0]

@@ -46,7 +46,9 @@ Randomness: key generation is the one impure step of the pipeline. It goes throu
 given to the plugin (default `generate_ssh_key_pair`, from the OS's randomness); tests and `render` inject
 deterministic or placeholder generators.
 
-Deliberately missing: Intel MPI and MPICH (upstream rejects them at EnforceMLPolicy, as here).
+Deliberately missing: Intel MPI and MPICH (upstream rejects them at EnforceMLPolicy, as here, with upstream's
+message after the runtime's field path: `spec.mlPolicy.mpi.mpiImplementation: MPI implementation for MPICH
+doesn't supported`, the value cut at `runtime.echo.ECHO_LIMIT` characters).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict
+from runtime.echo import elide
 from runtime.framework import (
     ComponentBuilder,
     CustomValidation,
@@ -120,6 +123,8 @@ RESERVED_ENV_NAMES = frozenset(
     {ENV_HOSTFILE_LOCATION, ENV_RSH_ARGS, ENV_KEEP_FQDN_HOSTNAMES, ENV_DEFAULT_SLOTS}
 )
 
+_IMPLEMENTATION_PATH = "spec.mlPolicy.mpi.mpiImplementation"
+"""The runtime's field an unsupported implementation comes from (named in the EnforceMLPolicy error)."""
 _NUM_NODES_MESSAGE = (
     "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode "
     "does not have either launcher and node"
@@ -240,7 +245,10 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
                 container.upsert_volume_mounts({"name": HOSTFILE_VOLUME, "mountPath": HOSTFILE_DIR})
                 implementation = info.ml.mpi_implementation
                 if implementation != constants.MPI_IMPLEMENTATION_OPENMPI:
-                    raise PhaseError(f"MPI implementation for {implementation} doesn't supported")
+                    raise PhaseError(
+                        f"{_IMPLEMENTATION_PATH}: MPI implementation for {elide(implementation)} "
+                        "doesn't supported"
+                    )
                 container.upsert_env(
                     env_var(ENV_HOSTFILE_LOCATION, f"{HOSTFILE_DIR}/{HOSTFILE_NAME}"),
                     env_var(ENV_KEEP_FQDN_HOSTNAMES, "true"),

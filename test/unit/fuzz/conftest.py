@@ -63,6 +63,20 @@ def names_a_field(message: str) -> bool:
     return bool(FIELD_PATH.search(message) or FIELD_ERROR.search(message))
 
 
+def served(value: Any) -> Any:
+    """A value as clients read it back from the API server, after Go's JSON round trip: a whole float below
+    1e21 and within int64 is an integer (`2.0` is `2`), an integer beyond int64 a float."""
+    if isinstance(value, dict):
+        return {key: served(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [served(item) for item in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21 and -(2**63) <= value < 2**63:
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        return float(value)
+    return value
+
+
 # --- seeds ----------------------------------------------------------------------------------------------
 
 

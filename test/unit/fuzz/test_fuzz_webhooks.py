@@ -13,13 +13,14 @@ handlers were given.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, seed
+from hypothesis import assume, given, seed
 from hypothesis import strategies as st
 
 from controller import metrics
@@ -37,7 +38,17 @@ from runtime.api import constants
 from runtime.framework import MemoryReader
 from runtime.testing import NOW
 
-from .conftest import FUZZ, JSON_VALUES, RUNTIMES, SEED, TRAINJOBS, mutated, names_a_field, worlds
+from .conftest import (
+    FUZZ,
+    JSON_VALUES,
+    RUNTIMES,
+    SEED,
+    TRAINJOBS,
+    mutated,
+    names_a_field,
+    served,
+    worlds,
+)
 
 REGISTRY = new_registry()
 SCHEMAS = Schemas()
@@ -102,6 +113,7 @@ def test_trainjobs_through_the_defaulter_and_the_validator(
 
     # The reader is the informer cache: it holds only what the API server stored, so only a runtime that
     # has its CRD's shape (a runtime that breaks its webhook's rules may be there: made before the webhook).
+    # A stored runtime that breaks its CRD's schema has its own property below.
     stored = (
         runtime.get("apiVersion") == constants.API_VERSION
         and runtime.get("kind") in (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND)
@@ -111,6 +123,46 @@ def test_trainjobs_through_the_defaulter_and_the_validator(
     validator = Webhook("/validate", TrainJobValidator(REGISTRY, reader, schemas=SCHEMAS))
     answer_of(validator, review(operation, trainjob, old))
     assert json.dumps([trainjob, old, runtime]) == before  # handlers never mutate what they are given
+
+
+@FUZZ
+@seed(SEED)
+@given(world=worlds(), operation=st.sampled_from(["CREATE", "UPDATE"]))
+def test_trainjobs_on_a_stored_runtime_that_breaks_its_schema(
+    world: tuple[dict[str, Any], dict[str, Any]], operation: str, no_panics: None
+) -> None:
+    # A runtime stored under an older CRD, or edited in etcd, breaks the schema the API server enforces now.
+    # The validator answers (it never raises: no 500) and names the field; a runtime whose fields do not
+    # have their CRD's types is refused at spec.runtimeRef, naming the runtime and its field.
+    trainjob, runtime = world[0], served(world[1])
+    assume(
+        runtime.get("apiVersion") == constants.API_VERSION
+        and runtime.get("kind") in (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND)
+        and isinstance(runtime.get("metadata"), dict)
+        and isinstance(runtime["metadata"].get("name"), str)
+        and SCHEMAS.field_errors(runtime)
+    )
+    validator = Webhook("/validate", TrainJobValidator(REGISTRY, MemoryReader([runtime]), schemas=SCHEMAS))
+    answer_of(validator, review(operation, trainjob, trainjob if operation == "UPDATE" else None))
+
+
+def test_a_stored_runtime_of_the_wrong_types_is_refused_naming_the_runtime_and_the_field(
+    no_panics: None,
+) -> None:
+    # Was a 500 (`TypeError` in the rules, and the TrainJob itself has its CRD's shape): found by the property
+    # above with `spec.mlPolicy` a string. Upstream's typed cache cannot decode such a runtime, and its
+    # webhook refuses the TrainJob at `spec.RuntimeRef`.
+    runtime = copy.deepcopy(next(r for r in RUNTIMES if r["metadata"]["name"] == "torch-distributed"))
+    runtime["spec"]["mlPolicy"] = "x" * 1000
+    trainjob = copy.deepcopy(TRAINJOBS[1])
+    validator = Webhook("/validate", TrainJobValidator(REGISTRY, MemoryReader([runtime]), schemas=SCHEMAS))
+    response = answer_of(validator, review("CREATE", trainjob))
+    assert (response["allowed"], response["status"]["code"]) == (False, 403)
+    assert response["status"]["message"] == (
+        'spec.RuntimeRef: Invalid value: {"name":"torch-distributed","kind":"ClusterTrainingRuntime",'
+        '"apiGroup":"trainer.kubeflow.org"}: clustertrainingruntimes.trainer.kubeflow.org '
+        '"torch-distributed" is not a runtime object: spec.mlPolicy: expected object, found string'
+    )
 
 
 @FUZZ

@@ -288,7 +288,10 @@ def test_an_implementation_other_than_openmpi_fails_the_phase(make: Any) -> None
         make.job("launcher", containers=[make.container()]), ml_policy={"numNodes": 1, "mpi": policy}
     )
     info = make.info(trainjob, spec)
-    with pytest.raises(PhaseError, match=r"^MPI implementation for MPICH doesn't supported$"):
+    with pytest.raises(
+        PhaseError,
+        match=r"^spec\.mlPolicy\.mpi\.mpiImplementation: MPI implementation for MPICH doesn't supported$",
+    ):
         _plugin().enforce_ml_policy(info, trainjob)
 
 

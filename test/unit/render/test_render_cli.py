@@ -83,9 +83,12 @@ def test_namespace_and_uid_options_fill_what_the_file_leaves_out(tmp_path: Path)
 
 def test_a_namespace_option_contradicting_the_file_is_an_error(tmp_path: Path) -> None:
     text = TRAINJOB.replace("  name: demo\n", "  name: demo\n  namespace: team-a\n")
-    code, out, err = _run(_write(tmp_path, text), "-r", RUNTIMES, "-n", "team-b")
+    path = _write(tmp_path, text)
+    code, out, err = _run(path, "-r", RUNTIMES, "-n", "team-b")
     assert (code, out) == (2, "")
-    assert "does not match --namespace 'team-b'" in err
+    assert (
+        err == f'trainer-render: {path}: metadata.namespace: "team-a" does not match --namespace "team-b"\n'
+    )
 
 
 def test_runtimes_may_share_the_trainjob_file(tmp_path: Path) -> None:
@@ -125,20 +128,68 @@ def test_a_training_runtime_without_namespace_is_in_the_trainjobs_namespace(tmp_
     assert "kind: TrainingRuntime" in out
 
 
+_JAX = (RUNTIMES / "jax-distributed.yaml").read_text()
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("apiVersion: v1\nkind: [unclosed\n", "invalid YAML: line 3, column 1"),
-        ("- just\n- a list\n", "a document must be a mapping (an object), not array"),
-        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "expected exactly one TrainJob, found 0"),
-        (TRAINJOB + "---\n" + TRAINJOB, "expected exactly one TrainJob, found 2"),
+        ("apiVersion: v1\nkind: [unclosed\n", ": invalid YAML: line 3, column 1: "),
+        ("- just\n- a list\n", ": <root>: must be of type object (a YAML mapping), not array"),
+        (TRAINJOB + "---\nplain text\n", "#2: <root>: must be of type object (a YAML mapping), not string"),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+            ': kind: "ConfigMap" is not TrainJob, TrainingRuntime or ClusterTrainingRuntime',
+        ),
+        (
+            TRAINJOB + "---\napiVersion: v1\nkind: ConfigMap\n",
+            '#2: kind: "ConfigMap" is not TrainJob, TrainingRuntime or ClusterTrainingRuntime',
+        ),
+        (
+            TRAINJOB + "---\napiVersion: v1\nkind: 5\n",
+            "#2: kind: 5 is not TrainJob, TrainingRuntime or ClusterTrainingRuntime",
+        ),
+        (
+            TRAINJOB + "---\nmetadata: {name: x}\n",
+            "#2: kind: missing (expected TrainJob, TrainingRuntime or ClusterTrainingRuntime)",
+        ),
+        (
+            TRAINJOB.replace("v1alpha1", "v1"),
+            ': apiVersion: "trainer.kubeflow.org/v1" is not trainer.kubeflow.org/v1alpha1',
+        ),
+        (
+            TRAINJOB + "---\n" + _JAX.replace("apiVersion: trainer.kubeflow.org/v1alpha1\n", ""),
+            "#2: apiVersion: missing (expected trainer.kubeflow.org/v1alpha1)",
+        ),
+        (
+            TRAINJOB + "---\n" + _JAX + "---\n" + TRAINJOB,
+            "#3: kind: a second TrainJob (the first is {path}#1): a file holds exactly one",
+        ),
+        (_JAX, ": kind: no document is a TrainJob (expected exactly one)"),
+        ("# nothing\n---\n", ": no documents (expected exactly one TrainJob)"),
     ],
-    ids=["syntax error", "not a mapping", "no trainjob", "two trainjobs"],
+    ids=[
+        "syntax error",
+        "not a mapping",
+        "a second document not a mapping",
+        "another kind",
+        "another kind next to the trainjob",
+        "a kind not a string",
+        "no kind",
+        "another version of the trainjob",
+        "a runtime without an apiVersion",
+        "two trainjobs",
+        "no trainjob",
+        "no document",
+    ],
 )
-def test_unreadable_trainjob_files_exit_2_with_a_message(tmp_path: Path, text: str, message: str) -> None:
-    code, out, err = _run(_write(tmp_path, textwrap.dedent(text)), "-r", RUNTIMES)
+def test_unreadable_trainjob_files_exit_2_naming_the_document_and_the_field(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = _write(tmp_path, text)
+    code, out, err = _run(path, "-r", RUNTIMES)
     assert (code, out) == (2, "")
-    assert message in err
+    assert err.startswith(f"trainer-render: {path}{message.format(path=path)}")
     assert "Traceback" not in err
 
 
@@ -165,8 +216,10 @@ def test_a_runtime_defined_twice_is_an_error(tmp_path: Path) -> None:
     (copy / "torch.yaml").write_text((RUNTIMES / "torch-distributed.yaml").read_text())
     code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-r", copy)
     assert code == 2
-    assert 'ClusterTrainingRuntime "torch-distributed"' in err
-    assert "is defined twice" in err
+    assert err == (
+        f'trainer-render: {copy / "torch.yaml"}: metadata.name: ClusterTrainingRuntime "torch-distributed" '
+        f"is defined twice (also in {RUNTIMES / 'torch-distributed.yaml'})\n"
+    )
 
 
 def test_an_invalid_runtime_is_reported_with_its_file(tmp_path: Path) -> None:
@@ -222,7 +275,8 @@ def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> No
     assert code == 2
     assert err == (
         "trainer-render: cannot build the objects of TrainJob default/demo\n"
-        "  plugin MPI failed in EnforceMLPolicy: MPI implementation for  doesn't supported\n"
+        "  plugin MPI failed in EnforceMLPolicy: spec.mlPolicy.mpi.mpiImplementation: MPI implementation "
+        "for  doesn't supported\n"
     )
 
 
@@ -305,8 +359,47 @@ def test_feature_gates_are_parsed_like_kubernetes_component_flags() -> None:
 
 def test_rendering_a_document_that_is_not_a_trainjob_is_refused() -> None:
     runtime = Document(source="r.yaml", obj=yaml.safe_load((RUNTIMES / "torch-distributed.yaml").read_text()))
-    with pytest.raises(RenderError, match=r"^r.yaml: expected a TrainJob \(trainer.kubeflow.org/v1alpha1\)"):
+    with pytest.raises(RenderError, match=r'^r.yaml: kind: "ClusterTrainingRuntime" is not TrainJob$'):
         render(runtime, [runtime], options=RenderOptions(schemas=SCHEMAS))
+
+
+def test_rendering_with_a_runtime_that_is_not_a_runtime_is_refused() -> None:
+    trainjob = Document(source="j.yaml", obj=yaml.safe_load(TRAINJOB))
+    with pytest.raises(
+        RenderError, match=r'^j.yaml: kind: "TrainJob" is not TrainingRuntime or ClusterTrainingRuntime$'
+    ):
+        render(trainjob, [trainjob], options=RenderOptions(schemas=SCHEMAS))
+
+
+_SECRET = "apiVersion: v1\nkind: Secret\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("metadata: [1]\n", "metadata: must be of type object, not array"),
+        ("kind: JobSet\nmetadata: {name: x}\n", "apiVersion: missing (an object in the cluster has one)"),
+        ("apiVersion: v1\nkind: {a: 1}\nmetadata: {name: x}\n", 'kind: {"a": 1} is not a string'),
+        (_SECRET + "metadata: {name: ''}\n", "metadata.name: missing (an object in the cluster has one)"),
+        (_SECRET + "metadata: {name: 5}\n", "metadata.name: 5 is not a string"),
+        (_SECRET + "metadata: {name: x, namespace: [a]}\n", 'metadata.namespace: ["a"] is not a string'),
+    ],
+    ids=[
+        "metadata not an object",
+        "no apiVersion",
+        "a kind not a string",
+        "no name",
+        "a name not a string",
+        "a namespace not a string",
+    ],
+)
+def test_an_existing_object_that_cannot_be_in_a_cluster_is_refused_naming_the_field(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    existing = _write(tmp_path, text, "existing.yaml")
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "--existing", existing)
+    assert code == 2
+    assert err == f"trainer-render: {existing}: {message}\n"
 
 
 def test_missing_crds_warn_and_skip_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

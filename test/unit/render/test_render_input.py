@@ -388,7 +388,7 @@ def test_a_file_without_a_trainjob_says_what_it_holds(tmp_path: Path) -> None:
     code, _, err = _run(runtime, "-r", RUNTIMES)
     assert code == 2
     assert err == (
-        f"trainer-render: {runtime}: expected exactly one TrainJob, found 0\n"
+        f"trainer-render: {runtime}: kind: no document is a TrainJob (expected exactly one)\n"
         f'  found ClusterTrainingRuntime "torch-distributed" ({runtime})\n'
     )
 

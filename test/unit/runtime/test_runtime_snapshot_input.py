@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from runtime import kubeyaml
 from runtime.api import constants
 from runtime.core import SnapshotError
-from runtime.core.snapshot import MAX_SNAPSHOT_NODES, build_snapshot, read_snapshot
+from runtime.core.snapshot import MAX_SNAPSHOT_NODES, SHARED_MAX_NODES, build_snapshot, read_snapshot
 from runtime.framework import MemoryReader
 from runtime.render import run
 from runtime.schema import CRD_DIR, SchemaChecker
@@ -251,6 +251,39 @@ def test_a_snapshot_written_by_upstreams_go_marshaller_reads(make: Make) -> None
     runtime = read_snapshot(_configmap(make, text), make.trainjob())
     assert runtime["metadata"]["labels"] == {"a": "y", "b": "1e1", "c": "0o10", "d": "1:30"}
     assert runtime["spec"]["mlPolicy"]["numNodes"] == 2
+
+
+def test_one_text_is_parsed_once_and_shared_unchanged_by_a_build(make: Make) -> None:
+    from runtime.core import RuntimeRegistry
+    from runtime.framework import Framework, PluginContext
+    from runtime.plugins import builtin_registry
+
+    text = RUNTIME.replace("numNodes: 1", "numNodes: 3")  # a text no other test memoises
+    first = read_snapshot(_configmap(make, text), make.trainjob())
+    before = json.loads(json.dumps(first))
+    registry = RuntimeRegistry(Framework(builtin_registry(), PluginContext()))
+    registry.new_objects(make.trainjob(), MemoryReader([_configmap(make, text)]))
+    again = read_snapshot(_configmap(make, text), make.trainjob())
+    assert again is first  # parsed once: every TrainJob started on one runtime version shares it
+    assert again == before  # and the pipeline did not change it
+
+
+@pytest.mark.parametrize("value", [1, 1.0, True, "1", None, float("nan"), float("inf"), 2**70], ids=repr)
+def test_a_snapshot_is_written_as_the_runtime_holds_it_memoised_or_not(make: Make, value: Any) -> None:
+    runtime = kubeyaml.load(RUNTIME)
+    runtime["spec"]["extra"] = value  # render may be given any YAML value, not only JSON ones
+    expected = kubeyaml.dump({**runtime, "apiVersion": constants.API_VERSION, "kind": "TrainingRuntime"})
+    for _ in range(2):  # written, then memoised where it can be
+        configmap = build_snapshot(make.trainjob(), runtime, "TrainingRuntime")
+        assert configmap["data"][constants.RUNTIME_SNAPSHOT_KEY] == expected
+
+
+def test_a_snapshot_beyond_the_memos_bounds_still_reads(make: Make) -> None:
+    many = "".join(f"\n    k{i}: v" for i in range(SHARED_MAX_NODES))  # more nodes than the memo keeps
+    text = RUNTIME.replace("  namespace: default\n", "  namespace: default\n  labels:" + many + "\n")
+    runtime = read_snapshot(_configmap(make, text), make.trainjob())
+    assert len(runtime["metadata"]["labels"]) == SHARED_MAX_NODES
+    assert read_snapshot(_configmap(make, text), make.trainjob()) is not runtime  # not kept
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -23,8 +23,6 @@ from runtime.framework import MemoryReader
 from .fakes import FakeCluster, FakeRecorder
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
-
-
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
 
