@@ -225,6 +225,43 @@ def _dry_run(admin: Client, namespace: str, name: str) -> None:
     assert outcome == "ok", outcome
 
 
+class _AdmissionLoad:
+    """Two threads sending dry-run TrainJob creates until the block ends (joined, or the test fails);
+    ``outcomes`` in arrival order: ``"ok"``, or why not (:func:`_dry_run_outcome`)."""
+
+    def __init__(self, admin: Client, namespace: str, name: str) -> None:
+        self.outcomes: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._load, args=(admin, namespace, i), name=f"test/{name}-{i}")
+            for i in range(2)
+        ]
+
+    def _load(self, admin: Client, namespace: str, worker: int) -> None:
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            try:
+                self.outcomes.append(_dry_run_outcome(admin, namespace, f"load-{worker}-{n}"))
+            except (ApiError, OSError) as exc:
+                self.outcomes.append(f"failed: {exc}")
+
+    def wait_beyond(self, mark: int, more: int = 10) -> None:
+        """Until ``more`` requests have been answered since ``len(outcomes)`` was ``mark``."""
+        support.wait_for(lambda: len(self.outcomes) >= mark + more, timeout=30)
+
+    def __enter__(self) -> _AdmissionLoad:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in self._threads)
+
+
 def _refused_by_validator(admin: Client, namespace: str) -> None:
     body = orjson.dumps(support.trainjob(namespace, "probe", runtime="missing"))
     path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
@@ -304,26 +341,10 @@ def test_a_certificate_rotation_under_load_drops_no_request(
 ) -> None:
     host, ca = webhooks
     rotations = 10 if profile.name == "ci" else 50
-    stop = threading.Event()
-    outcomes: list[str] = []
-
-    def load(worker: int) -> None:
-        n = 0
-        while not stop.is_set():
-            n += 1
-            try:
-                _dry_run(admin, namespace, f"load-{worker}-{n}")
-                outcomes.append("ok")
-            except (AssertionError, ApiError, OSError) as exc:
-                outcomes.append(f"failed: {exc}")
-
-    loaders = [threading.Thread(target=load, args=(i,), name=f"test/webhook-load-{i}") for i in range(2)]
-    for loader in loaders:
-        loader.start()
     served: list[float] = []
-    try:
+    with _AdmissionLoad(admin, namespace, "webhook-load") as load:
         for _ in range(rotations):
-            before = len(outcomes)
+            before = len(load.outcomes)
             fingerprint = _rotate(ca, host.cert_dir)
             rotated = time.monotonic()
             support.eventually(
@@ -333,13 +354,8 @@ def test_a_certificate_rotation_under_load_drops_no_request(
                 timeout=10,
             )
             served.append(time.monotonic() - rotated)
-            wait_for_more: Callable[[], bool] = lambda before=before: len(outcomes) >= before + 10  # noqa: E731
-            support.wait_for(wait_for_more, timeout=30)
-    finally:
-        stop.set()
-        for loader in loaders:
-            loader.join(60)
-    assert not any(loader.is_alive() for loader in loaders)
+            load.wait_beyond(before)
+    outcomes = load.outcomes
     failed = [o for o in outcomes if o != "ok"]
     assert failed == [], failed[:3]
     figures.report(
@@ -464,27 +480,12 @@ def test_a_ca_rotation_under_load_drops_no_request(
 ) -> None:
     host, _ = rotated_webhooks
     rotations = 4 if profile.name == "ci" else 20
-    stop = threading.Event()
-    outcomes: list[str] = []
-
-    def load(worker: int) -> None:
-        n = 0
-        while not stop.is_set():
-            n += 1
-            try:
-                outcomes.append(_dry_run_outcome(admin, namespace, f"load-{worker}-{n}"))
-            except (ApiError, OSError) as exc:
-                outcomes.append(f"failed: {exc}")
-
-    loaders = [threading.Thread(target=load, args=(i,), name=f"test/ca-load-{i}") for i in range(2)]
-    for loader in loaders:
-        loader.start()
     seen: list[bytes] = []
     switched: list[float] = []
-    try:
+    with _AdmissionLoad(admin, namespace, "ca-load") as load:
         previous = _current_ca(admin, namespace)
         for _ in range(rotations):
-            before = len(outcomes)
+            before = len(load.outcomes)
             support.wait_for(_replaced(admin, namespace, previous), timeout=30)
             began = time.monotonic()
             bundle = _current_ca(admin, namespace)
@@ -500,12 +501,12 @@ def test_a_ca_rotation_under_load_drops_no_request(
             support.eventually(switched_over, timeout=10, interval=0.05)
             switched.append(time.monotonic() - began)
             seen.append(cas[0])
-            support.wait_for(lambda before=before: len(outcomes) >= before + 10, timeout=30)
+            load.wait_beyond(before)
             previous = bundle
-        during_rotations = list(outcomes)
+        during_rotations = list(load.outcomes)
 
         # The Secret deleted: a new CA with no predecessor (the old key may be why it was deleted).
-        before_deletion = len(outcomes)
+        before_deletion = len(load.outcomes)
         admin.delete(SECRET, ROTATING_SECRET, namespace)
         support.wait_for(_replaced(admin, namespace, previous), timeout=30)
         fresh = _current_ca(admin, namespace)
@@ -516,13 +517,9 @@ def test_a_ca_rotation_under_load_drops_no_request(
             assert _served_issuer(host.port, fresh) == _key_identifier(fresh)
 
         support.eventually(recovered, timeout=10, interval=0.05)
-        after_recovery = len(outcomes)
-        support.wait_for(lambda: len(outcomes) >= after_recovery + 10, timeout=30)
-    finally:
-        stop.set()
-        for loader in loaders:
-            loader.join(60)
-    assert not any(loader.is_alive() for loader in loaders)
+        after_recovery = len(load.outcomes)
+        load.wait_beyond(after_recovery)
+    outcomes = load.outcomes
     failed = [o for o in during_rotations if o != "ok"]
     after_deletion = outcomes[before_deletion:]
     refused = [o for o in after_deletion if o != "ok"]
