@@ -6,7 +6,9 @@ requests (reads, writes, list, watch) with 429 ``Retry-After: 1``, 503 or 500 wh
 reconciled. Measured from the proxy's record of every request:
 
 - a request answered 429 is sent again no sooner than its Retry-After: the client itself retries a GET, and
-  a write too, after the Retry-After (``controller/client.py``);
+  a write too, after the Retry-After (``controller/client.py``). The GETs are those of TrainJobs settled
+  before the faults whose snapshots are then deleted: a cache miss for a TrainJob already built is confirmed
+  live (a new TrainJob's is not: it reads nothing);
 - once every TrainJob has converged (faults still on), nothing but Events is written any more: failing
   requests do not keep a loop spinning; the request rate over the window is reported;
 - after the faults stop, the caches equal a fresh LIST (no watch event was lost to a failed watch).
@@ -21,17 +23,20 @@ from typing import Any
 
 from controller.client import Client
 from controller.envtest import load_script
+from controller.errors import NotFound
 
 support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
 Fault = support.faultproxy.Fault
 
 BURST = 30
+WARM = 10  # TrainJobs settled before the faults; their snapshots are deleted under the faults
 RETRY_AFTER = 1
 SLACK = 0.05  # seconds: the proxy stamps a request when it has read it, a little after the client sent it
 IDLE_WITH_FAULTS = 5.0  # seconds the converged TrainJobs are watched, faults still on
-# What the window may cost: a clean reconcile of one TrainJob is about four requests (the snapshot's live
-# read and apply, the JobSet apply, the status patch); faults add retries, each failure once. Informers
-# relist after a failed list or watch, backing off from 0.8 s. A hot loop would be far above either.
+# What the window may cost: a clean reconcile of one TrainJob is about three requests (the snapshot apply,
+# the JobSet apply, the status patch; a warm one's live read and snapshot apply); faults add retries, each
+# failure once. Informers relist after a failed list or watch, backing off from 0.8 s. A hot loop would be
+# far above either.
 REQUESTS_PER_TRAINJOB = 12
 INFORMER_REQUESTS = 100
 
@@ -70,15 +75,29 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
     kubeconfig = proxies.kubeconfig(proxy, service_account_kubeconfig, "throttled")
     manager = support.TrainerManager(kubeconfig, name="throttled").start()
     try:
+        warm = [f"warm-{i:02d}" for i in range(WARM)]
+        support.create_all(admin, [support.trainjob(namespace, n) for n in warm])
+        support.eventually(lambda: support.converged(admin, namespace, warm), timeout=60, interval=0.5)
         began = time.monotonic()
         faults = [
             proxy.inject(Fault(status=429, retry_after=RETRY_AFTER, fraction=0.2)),
             proxy.inject(Fault(status=503, fraction=0.05)),
             proxy.inject(Fault(status=500, fraction=0.03)),
         ]
+        for name in warm:
+            admin.delete(support.CONFIGMAP, f"{name}-runtime-snapshot", namespace)
         names = [f"throttled-{i:02d}" for i in range(BURST)]
         support.create_all(admin, [support.trainjob(namespace, n) for n in names])
-        support.eventually(lambda: support.converged(admin, namespace, names), timeout=120, interval=0.5)
+
+        def settled_with_snapshots() -> None:
+            support.converged(admin, namespace, [*warm, *names])
+            for name in warm:
+                try:
+                    admin.get(support.CONFIGMAP, f"{name}-runtime-snapshot", namespace)
+                except NotFound as exc:
+                    raise AssertionError(f"{name}'s snapshot not rebuilt yet") from exc
+
+        support.eventually(settled_with_snapshots, timeout=120, interval=0.5)
         settled = time.monotonic()
         converged_s = settled - began
         # Faults still on: nothing is left to do, so nothing may be written while they last.
@@ -92,7 +111,7 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
         written_after = [
             e for e in proxy.exchanges(since=settled + 1.0) if e.info.is_write and e.info.resource != "events"
         ]
-        budget = BURST * REQUESTS_PER_TRAINJOB + INFORMER_REQUESTS
+        budget = (BURST + WARM) * REQUESTS_PER_TRAINJOB + INFORMER_REQUESTS
         assert len(window) <= budget, f"{len(window)} requests in {ended - began:.0f} s (budget {budget})"
         assert written_after == [], [(e.info.verb, e.info.path, e.status) for e in written_after[:5]]
 
@@ -102,7 +121,7 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
         assert gaps["write"], "no write was answered 429"
         early_writes = [g for g in gaps["write"] if g < RETRY_AFTER - SLACK]
 
-        found = support.inventory(admin, namespace, names)
+        found = support.inventory(admin, namespace, [*warm, *names])
         assert found.lost == [] and found.duplicated == []
         support.eventually(manager.queue_idle, timeout=30)
         support.eventually(lambda: support.caches_match_server(manager, admin), timeout=60, interval=0.5)
