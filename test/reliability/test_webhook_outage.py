@@ -310,15 +310,20 @@ def test_with_the_webhook_server_down_trainjobs_are_refused_clearly_and_admitted
     )
 
 
-def _served_fingerprint(port: int, ca_pem: bytes) -> bytes:
-    context = ssl.create_default_context(cadata=ca_pem.decode())
+def _served_certificate(port: int, bundle: bytes, hostname: str) -> x509.Certificate:
+    """The certificate served on ``port`` to a client that trusts ``bundle`` and asks for ``hostname``."""
+    context = ssl.create_default_context(cadata=bundle.decode())
     with (
         socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        context.wrap_socket(raw, server_hostname=hostname) as tls,
     ):
         der = tls.getpeercert(binary_form=True)
     assert der is not None
-    return x509.load_der_x509_certificate(der).fingerprint(hashes.SHA256())
+    return x509.load_der_x509_certificate(der)
+
+
+def _served_fingerprint(port: int, ca_pem: bytes) -> bytes:
+    return _served_certificate(port, ca_pem, "127.0.0.1").fingerprint(hashes.SHA256())
 
 
 def _rotate(ca: CertificateAuthority, cert_dir: Path) -> bytes:
@@ -436,14 +441,7 @@ def _bundles(admin: Client, namespace: str) -> list[list[bytes]]:
 
 def _served_issuer(port: int, bundle: bytes) -> bytes:
     """The authority key identifier of the certificate served on ``port`` (verified against ``bundle``)."""
-    context = ssl.create_default_context(cadata=bundle.decode())
-    with (
-        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-        context.wrap_socket(raw, server_hostname="localhost") as tls,
-    ):
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    aki = x509.load_der_x509_certificate(der).extensions.get_extension_for_oid(
+    aki = _served_certificate(port, bundle, "localhost").extensions.get_extension_for_oid(
         ExtensionOID.AUTHORITY_KEY_IDENTIFIER
     )
     identifier = aki.value.key_identifier
