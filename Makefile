@@ -1,7 +1,8 @@
 # The two entry points a fresh machine needs (see README.md):
 #   make demo   bring up the local cluster (kwok + real control plane + JobSet), install the Trainer API and
 #               default runtimes, start trainer-controller-manager, and watch a sample TrainJob reach Complete
-#   make test   everything CI runs: lint, types, layer contracts, unit, integration and e2e tests
+#   make test   everything CI runs: lint, types, layer contracts, unit, integration and e2e tests, then the
+#               e2e suite again on a kind cluster with real Pods (KIND=0 leaves that tier out)
 #
 # Control-plane binaries are built from pinned Go modules by hack/build-binaries.sh and cached by version
 # outside the repository, so only the first run pays for the build.
@@ -12,7 +13,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv binaries cluster-binaries lint typecheck contracts unit integration e2e bench fuzz bench-scale soak cluster-up cluster-down cluster-env clean
+.PHONY: demo test venv binaries cluster-binaries lint typecheck contracts unit integration e2e bench fuzz bench-scale soak cluster-up cluster-down cluster-env kind-up kind-down e2e-kind clean
+KIND ?= 1
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -54,6 +56,9 @@ e2e: venv binaries
 # instead of skipping the integration and e2e tiers (test/conftest.py; CI=true implies it too).
 test: venv binaries lint typecheck contracts
 	TRAINER_REQUIRE_CLUSTER=1 $(PY) -m pytest test $(PYTEST_ARGS)
+ifneq ($(KIND),0)
+	bash hack/e2e-setup-kind.sh ci
+endif
 
 bench: venv binaries
 	$(PY) -m pytest test -m benchmark -s -p no:cacheprovider $(PYTEST_ARGS)
@@ -87,6 +92,18 @@ cluster-down: venv
 
 cluster-env: venv
 	@$(PY) hack/cluster.py env
+
+# The kind tier (hack/e2e-setup-kind.sh, docs/development.md): a Docker engine (installed and started when
+# none answers), kind and its node image built here, JobSet, and this manager installed by Helm.
+# kind-up prints the exports that point kubectl and the suite at it; e2e-kind runs test/e2e there.
+kind-up: venv
+	@bash hack/e2e-setup-kind.sh up
+
+kind-down:
+	bash hack/e2e-setup-kind.sh down
+
+e2e-kind: venv
+	bash hack/e2e-setup-kind.sh test
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -3,7 +3,8 @@
 #
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
-#                                     kueue, trainer)
+#                                     kueue, trainer; and for the kind tier: kind, kubernetes-node,
+#                                     coredns, crictl, pause)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -36,10 +37,18 @@ helm_dir="$cache/bin/helm-$HELM_VERSION"
 kueue_dir="$cache/bin/kueue-$KUEUE_VERSION"
 # Upstream's Go controller, the baseline of the benchmarks and of the take-over tests.
 trainer_dir="$cache/bin/trainer-$TRAINER_VERSION"
+# The kind tier: kind, and the node image's own binaries (hack/build-images.sh puts them into images).
+kind_dir="$cache/bin/kind-$KIND_VERSION"
+k8s_node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
+coredns_dir="$cache/bin/coredns-$COREDNS_VERSION"
+crictl_dir="$cache/bin/crictl-$CRI_TOOLS_VERSION"
+pause_dir="$cache/bin/pause-$KUBERNETES_VERSION"
 
 print_dirs() {
   printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\nKUEUE_BIN=%s\nTRAINER_BIN=%s\n' \
     "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir" "$kueue_dir" "$trainer_dir"
+  printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
+    "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
 }
 
 if [[ "${1:-}" == "--print" ]]; then
@@ -108,7 +117,7 @@ build() {  # build NAME DIR CMD...: run CMD into a temp dir, then move it into p
 export CGO_ENABLED=0
 export GOFLAGS=-mod=readonly
 
-build_kubernetes() {
+kubernetes_ldflags() {  # the version stamps `kubectl version` and the components report
   local minor; minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
   local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   local v="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
@@ -116,8 +125,12 @@ build_kubernetes() {
   v+=" -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=$date"
   v+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
   v+=" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  echo "-s -w $v"
+}
+
+build_kubernetes() {
   cd "$here/tools/k8s"
-  go build -trimpath -ldflags "-s -w $v" -o "$OUT/" \
+  go build -trimpath -ldflags "$(kubernetes_ldflags)" -o "$OUT/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 }
@@ -156,10 +169,52 @@ build_trainer() {  # upstream Kubeflow Trainer's controller manager, unmodified
     github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 }
 
+# The node's own Kubernetes binaries, from the same wrapper and build cache as the control plane's.
+build_kubernetes_node() {
+  cd "$here/tools/k8s"
+  go build -trimpath -ldflags "$(kubernetes_ldflags)" -o "$OUT/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kube-proxy
+}
+
+build_kind() {
+  cd "$here/tools/kind"
+  go build -trimpath -ldflags "-s -w" -o "$OUT/kind" sigs.k8s.io/kind
+}
+
+build_coredns() {
+  cd "$here/tools/coredns"
+  go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
+    -o "$OUT/coredns" github.com/coredns/coredns
+}
+
+build_crictl() {
+  cd "$here/tools/crictl"
+  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION" \
+    -o "$OUT/crictl" sigs.k8s.io/cri-tools/cmd/crictl
+}
+
+# The pause container of Kubernetes' own source (build/pause in the k8s.io/kubernetes module), static.
+build_pause() {
+  cd "$here/tools/k8s"
+  command -v gcc >/dev/null 2>&1 || { echo "gcc is needed to build the pause binary"; return 1; }
+  local src; src=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+  [[ -f "$src" ]] || { go mod download k8s.io/kubernetes && src=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c; }
+  gcc -Os -Wall -Werror -static -DVERSION="v$(pause_version)" -o "$OUT/pause" "$src"
+  strip "$OUT/pause"
+}
+
+# The pause version kubeadm names for this Kubernetes release (its constants), so the image is tagged as
+# the kubelet and kubeadm expect it.
+pause_version() {
+  local dir; dir=$(cd "$here/tools/k8s" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  sed -nE 's/^[[:space:]]*PauseVersion = "([^"]+)"/\1/p' "$dir/cmd/kubeadm/app/constants/constants.go"
+}
+
+all_components="etcd kubernetes kwok jobset helm kueue trainer kind kubernetes-node coredns crictl pause"
 # Components named on the command line, or all of them.
-only=" ${*:-etcd kubernetes kwok jobset helm kueue trainer} "
+only=" ${*:-$all_components} "
 for n in "$@"; do
-  case $n in etcd|kubernetes|kwok|jobset|helm|kueue|trainer) ;; *) die "unknown component $n" ;; esac
+  [[ " $all_components " == *" $n "* ]] || die "unknown component $n"
 done
 wanted() { [[ $only == *" $1 "* ]]; }
 
@@ -172,6 +227,11 @@ wanted jobset && ! complete "$jobset_dir" jobset && need+=(jobset)
 wanted helm && ! complete "$helm_dir" helm && need+=(helm)
 wanted kueue && ! complete "$kueue_dir" kueue && need+=(kueue)
 wanted trainer && ! complete "$trainer_dir" trainer-controller-manager && need+=(trainer)
+wanted kind && ! complete "$kind_dir" kind && need+=(kind)
+wanted kubernetes-node && ! complete "$k8s_node_dir" kubelet kubeadm kube-proxy && need+=(kubernetes-node)
+wanted coredns && ! complete "$coredns_dir" coredns && need+=(coredns)
+wanted crictl && ! complete "$crictl_dir" crictl && need+=(crictl)
+wanted pause && ! complete "$pause_dir" pause && need+=(pause)
 
 if (( ${#need[@]} )); then
   preflight
@@ -184,6 +244,11 @@ if (( ${#need[@]} )); then
       helm) build helm "$helm_dir" build_helm ;;
       kueue) build kueue "$kueue_dir" build_kueue ;;
       trainer) build trainer "$trainer_dir" build_trainer ;;
+      kind) build kind "$kind_dir" build_kind ;;
+      kubernetes-node) build kubernetes-node "$k8s_node_dir" build_kubernetes_node ;;
+      coredns) build coredns "$coredns_dir" build_coredns ;;
+      crictl) build crictl "$crictl_dir" build_crictl ;;
+      pause) build pause "$pause_dir" build_pause ;;
     esac
   done
 fi

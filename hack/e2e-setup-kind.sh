@@ -1,43 +1,38 @@
 #!/usr/bin/env bash
-# The e2e suite on kind, for developers who have Docker (or Podman). The default e2e cluster is the kwok one
-# (hack/cluster.py, `make test`), which needs neither; this path runs the manager as users do: the image built
-# from Dockerfile, installed by config/default, real kubelets running real containers.
+# The e2e suite on kind: real kubelets running real containers, the manager installed as users install it.
+# Nothing is pulled from a registry: kind, the node image, JobSet's image, the manager's image (from the
+# Dockerfile) and the training Pods' image are built here (hack/build-binaries.sh, hack/build-images.sh).
 #
-#   hack/e2e-setup-kind.sh            build the image, create (or reuse) the cluster, install JobSet and the
-#                                     Trainer, wait until it serves, then run test/e2e against it
-#   hack/e2e-setup-kind.sh --no-test  the same without the test run (prints the exports to run it yourself)
-#   hack/e2e-setup-kind.sh --down     delete the cluster and its kubeconfig
+#   hack/e2e-setup-kind.sh up         engine, binaries, images, cluster, JobSet, the Trainer by Helm; wait
+#                                     until it serves, then print the exports that point the suite at it
+#   hack/e2e-setup-kind.sh test       `up`, then test/e2e against the cluster (E2E_CLUSTER=kind)
+#   hack/e2e-setup-kind.sh ci         what `make test` runs: a new cluster; the Trainer installed by kustomize,
+#                                     one TrainJob on real Pods; then uninstalled, installed by Helm, and the
+#                                     whole suite; the cluster is deleted at the end, pass or fail
+#   hack/e2e-setup-kind.sh down       delete the cluster and its kubeconfig
 #
-# Steps:
-#   1. `<engine> build` the manager image (TRAINER_IMAGE) from the repository's Dockerfile;
-#   2. `kind create cluster` (reused when it exists) and load the image into its nodes (`<engine> save`, then
-#      `kind load image-archive`, which works for Docker and Podman alike);
-#   3. JobSet $JOBSET_VERSION from its release manifest (hack/versions.env), server-side;
-#   4. the Trainer: `kubectl apply --server-side -k` an overlay of config/default whose only change is the
-#      image (kustomize `images:`), then config/runtimes once the CRDs are established;
-#   5. wait: JobSet's Deployment Available and its webhook pod Ready, our Deployment Available, then our
-#      validating webhook answering through its Service (hack/e2e_paths.py wait-serving, the same check the
-#      suite's fixture makes);
-#   6. `pytest test/e2e` with E2E_CLUSTER=kind and KUBECONFIG set. Tests that rely on kwok's pod stages skip
-#      themselves on kind; what differs between the kwok and kind paths is kept in hack/e2e_paths.py.
+# Steps of `up`:
+#   1. a Docker engine (hack/docker-engine.sh installs and starts one where none answers);
+#   2. the binaries and images, cached by version (a second run builds nothing);
+#   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
+#      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
+#   4. `kind load` the manager, JobSet and workload images;
+#   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
+#      here, server-side;
+#   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
+#      INSTALL=kustomize (`kubectl apply --server-side -k` an overlay of config/default that sets only the
+#      image, then config/runtimes, as docs/install.md tells users);
+#   7. wait: JobSet's Pods Ready, our Deployment Available, our validating webhook answering through its
+#      Service (hack/e2e_paths.py wait-serving, the check the suite's fixture makes).
 #
 # Environment:
 #   KIND_CLUSTER_NAME  cluster name (default trainer-e2e-kind)
-#   ARTIFACTS          where the kubeconfig, the overlay, the image archive and (after a failure) `kind export
-#                      logs` go (default <cache>/kind/<name>; <cache> as in hack/build-binaries.sh)
-#   TRAINER_IMAGE      the manager image to build and load (default kubeflow-trainer-py:e2e; not `latest`,
-#                      so the kubelet uses the loaded image instead of pulling)
-#   KIND_VERSION       kind release, installed with `go install sigs.k8s.io/kind@$KIND_VERSION` into
-#                      <cache>/bin/kind-<version>/ (default v0.33.0)
-#   KIND_NODE_IMAGE    node image (default kindest/node:$KUBERNETES_VERSION from hack/versions.env; if that kind
-#                      release publishes no image for it, pick one from its release notes)
-#   KIND_EXPERIMENTAL_PROVIDER=podman  is passed through to kind, and selects podman for the build
-#   PYTEST_ARGS        extra pytest arguments for step 6, e.g. "-k webhook -x"
-#   TRAINER_SERVING_TIMEOUT  seconds step 5 waits for our webhook to answer (default 300)
-#
-# Needs Docker or Podman, Go (to install kind; the suite also reads the scheduler-plugins PodGroup CRD from the
-# Go module cache), Python >= 3.11 (`make venv`), and network access to the image registries, to PyPI for the
-# image build and to JobSet's GitHub release. Not run in this project's CI, which has no container engine.
+#   KIND_API_PORT      host port of the API server on 127.0.0.1 (default: a free one)
+#   ARTIFACTS          kubeconfig, overlays and (after a failure) `kind export logs` (default <cache>/kind/<name>)
+#   INSTALL            helm or kustomize (step 6; default helm)
+#   MANAGER_REPLICAS   replicas of our Deployment (default 2: leader election is exercised)
+#   PYTEST_ARGS        extra pytest arguments for `test`, e.g. "-k allreduce -x"
+#   TRAINER_SERVING_TIMEOUT  seconds step 7 waits for our webhook to answer (default 300)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,146 +41,265 @@ repo=$(cd "$here/.." && pwd)
 source "$here/versions.env"
 cache=${TRAINER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeflow-trainer-py}
 
-KIND_VERSION=${KIND_VERSION:-v0.33.0}
 name=${KIND_CLUSTER_NAME:-trainer-e2e-kind}
 artifacts=${ARTIFACTS:-$cache/kind/$name}
-node_image=${KIND_NODE_IMAGE:-kindest/node:$KUBERNETES_VERSION}
-trainer_image=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e}
-[[ ${trainer_image##*:} != "$trainer_image" && ${trainer_image##*:} != */* && ${trainer_image##*:} != latest ]] \
-  || { echo "e2e-setup-kind: error: TRAINER_IMAGE must be <name>:<tag> with a tag other than latest" >&2; exit 1; }
-kind_dir="$cache/bin/kind-$KIND_VERSION"
-kind="$kind_dir/kind"
 kubeconfig="$artifacts/kubeconfig"
 python="$repo/.venv/bin/python"
-jobset_manifest="https://github.com/kubernetes-sigs/jobset/releases/download/$JOBSET_VERSION/manifests.yaml"
-# Names of what config/default installs (config/manager/, config/crd/); hack/e2e_paths.py has the same.
+install=${INSTALL:-helm}
+replicas=${MANAGER_REPLICAS:-2}
+# Names of what config/default and the chart install (config/manager/); hack/e2e_paths.py has the same.
 manager_namespace=kubeflow-system
 manager_deployment=kubeflow-trainer-controller-manager
 placeholder_image=ghcr.io/example/kubeflow-trainer-py
+release=kubeflow-trainer
 
-# Everything below writes progress to stderr; stdout carries only the exports of --no-test, for eval.
+# Progress goes to stderr; stdout carries only the exports of `up`, for eval.
 exec 3>&1 1>&2
 
 die() { echo "e2e-setup-kind: error: $*" >&2; exit 1; }
 say() { echo "e2e-setup-kind: $*" >&2; }
 
-# Prefer the kubectl that matches the pinned Kubernetes version, if hack/build-binaries.sh built it.
-kubectl="$cache/bin/kubernetes-$KUBERNETES_VERSION/kubectl"
-if [[ ! -x "$kubectl" ]]; then
-  kubectl=$(command -v kubectl) || die "kubectl not found (run \`make binaries\` or install kubectl)"
+usage="usage: $0 up | test | ci | down"
+[[ $# -eq 1 ]] || die "$usage"
+action=$1
+case $action in up|test|ci|down) ;; *) die "unknown action $action ($usage)" ;; esac
+case $install in helm|kustomize) ;; *) die "INSTALL must be helm or kustomize, not $install" ;; esac
+
+bins=$(bash "$here/build-binaries.sh" --print)
+eval "$bins"
+kind="$KIND_BIN/kind"
+kubectl="$KUBERNETES_BIN/kubectl"
+helm="$HELM_BIN/helm"
+
+cluster_exists() { [[ -x "$kind" ]] && "$kind" get clusters 2>/dev/null | grep -qx "$name"; }
+node="$name-control-plane"
+
+if [[ $action == down ]]; then
+  if docker info >/dev/null 2>&1 && cluster_exists; then
+    "$kind" delete cluster --name "$name" --kubeconfig "$kubeconfig"
+  fi
+  rm -f "$kubeconfig"
+  say "cluster $name is gone"
+  exit 0
 fi
 
-ensure_kind() {
-  [[ -x "$kind" ]] && return 0
-  command -v go >/dev/null 2>&1 || die "Go is not installed; it is needed to install kind $KIND_VERSION"
-  say "installing kind $KIND_VERSION into $kind_dir"
-  mkdir -p "$kind_dir"
-  GOBIN="$kind_dir" GOFLAGS='' go install "sigs.k8s.io/kind@$KIND_VERSION" \
-    || die "go install sigs.k8s.io/kind@$KIND_VERSION failed"
-}
-
-cluster_exists() { "$kind" get clusters 2>/dev/null | grep -qx "$name"; }
-
-run_tests=1
-case "${1:-}" in
-  --down)
-    if [[ -x "$kind" ]] && cluster_exists; then
-      "$kind" delete cluster --name "$name" --kubeconfig "$kubeconfig"
-    fi
-    rm -f "$kubeconfig"
-    say "cluster $name is gone"
-    exit 0
-    ;;
-  --no-test) run_tests=0 ;;
-  "") ;;
-  *) die "unknown argument: $1 (usage: $0 [--no-test | --down])" ;;
-esac
-[[ $# -le 1 ]] || die "one argument at most (usage: $0 [--no-test | --down])"
-
-engine=${KIND_EXPERIMENTAL_PROVIDER:-docker}
-command -v "$engine" >/dev/null 2>&1 \
-  || die "$engine is not installed; kind needs a container engine (\`make test\` runs the e2e suite on kwok without one)"
-"$engine" info >/dev/null 2>&1 || die "the $engine engine is not reachable (is the daemon running?)"
-
+# 1, 2: engine, binaries, images.
+bash "$here/docker-engine.sh"
 say "preparing the virtualenv (make venv)"
-make -C "$repo" --no-print-directory venv
-ensure_kind
+make -C "$repo" --no-print-directory venv >/dev/null
+bash "$here/build-binaries.sh" etcd kubernetes jobset helm kind kubernetes-node coredns crictl pause >/dev/null
+bash "$here/build-images.sh"
+eval "$(bash "$here/build-images.sh" --print)"
 mkdir -p "$artifacts"
 
 on_failure() {
-  say "set-up failed; exporting logs to $artifacts/logs (delete the cluster with: $0 --down)"
+  say "set-up failed; exporting logs to $artifacts/logs (delete the cluster with: $0 down)"
   "$kind" export logs "$artifacts/logs" --name "$name" >/dev/null 2>&1 || true
 }
 trap on_failure ERR
 
-# 1. The manager image.
-say "building $trainer_image from $repo/Dockerfile"
-"$engine" build --tag "$trainer_image" "$repo"
+if [[ $action == ci ]] && cluster_exists; then
+  say "ci: deleting the existing cluster $name, to start from a new one"
+  "$kind" delete cluster --name "$name"
+fi
 
-# 2. The cluster, with the image loaded into every node.
+# 3. The cluster. A stale one (its node stopped, another node image, an API server that does not answer)
+# is deleted first: reusing it would test something else than this checkout.
 if cluster_exists; then
-  say "reusing cluster $name"
-  "$kind" export kubeconfig --name "$name" --kubeconfig "$kubeconfig"
-else
-  say "creating cluster $name ($node_image)"
-  "$kind" create cluster --name "$name" --image "$node_image" --kubeconfig "$kubeconfig" --wait 2m
+  state=$(docker inspect --format '{{.State.Status}} {{.Config.Image}}' "$node" 2>/dev/null || echo "missing -")
+  if [[ $state != "running $NODE_IMAGE" ]]; then
+    say "cluster $name is stale (node: $state; want: running $NODE_IMAGE): recreating it"
+    "$kind" delete cluster --name "$name"
+  elif ! "$kind" export kubeconfig --name "$name" --kubeconfig "$kubeconfig" >/dev/null 2>&1 ||
+    ! "$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+    say "cluster $name does not answer: recreating it"
+    "$kind" delete cluster --name "$name"
+  else
+    say "reusing cluster $name"
+  fi
+fi
+if ! cluster_exists; then
+  port=${KIND_API_PORT:-0}
+  if [[ $port != 0 ]] && "$python" -c 'import socket, sys; socket.create_server(("127.0.0.1", int(sys.argv[1]))).close()' \
+    "$port" 2>/dev/null; [[ $? -ne 0 && $port != 0 ]]; then
+    die "KIND_API_PORT=$port is in use on 127.0.0.1; pick another or leave it unset"
+  fi
+  config="$artifacts/kind-config.yaml"
+  cat >"$config" <<EOF
+# Written by hack/e2e-setup-kind.sh.
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+networking:
+  ipFamily: ipv4
+  apiServerAddress: 127.0.0.1
+  apiServerPort: $port
+nodes:
+  - role: control-plane
+    image: $NODE_IMAGE
+kubeadmConfigPatches:
+  # etcd is this project's build (ETCD_VERSION), loaded into the node under this tag.
+  - |
+    kind: ClusterConfiguration
+    etcd:
+      local:
+        imageTag: "${ETCD_VERSION#v}-0"
+  # Kubernetes >= 1.35 refuses to run on cgroup v1 unless told to (some machines have nothing else).
+  # Pods' upstream DNS is the node image's /kind/pod-resolv.conf (hack/kind/node/entrypoint says why).
+  # A Secret volume follows its Secret within syncFrequency (1 min by default): the certificates that
+  # JobSet's and our rotators write reach their Pods in seconds instead of a minute or two.
+  - |
+    kind: KubeletConfiguration
+    failCgroupV1: false
+    resolvConf: /kind/pod-resolv.conf
+    syncFrequency: 10s
+EOF
+  say "creating cluster $name ($NODE_IMAGE)"
+  start=$SECONDS
+  "$kind" create cluster --name "$name" --config "$config" --kubeconfig "$kubeconfig" --wait 3m
+  say "cluster $name created in $((SECONDS - start)) s"
 fi
 export KUBECONFIG="$kubeconfig"
-say "loading $trainer_image into the nodes"
-"$engine" save --output "$artifacts/trainer-image.tar" "$trainer_image"
-"$kind" load image-archive "$artifacts/trainer-image.tar" --name "$name"
-rm -f "$artifacts/trainer-image.tar"
+k() { "$kubectl" "$@"; }
 
-# 3. JobSet, from its release manifest (internal certificates, webhooks behind its Service), as upstream does.
-say "installing JobSet $JOBSET_VERSION"
-# Server-side: the JobSet CRD is too large for the last-applied annotation of a client-side apply.
-"$kubectl" apply --server-side --force-conflicts -f "$jobset_manifest"
+# 4. Images into the node.
+for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE"; do
+  "$kind" load docker-image "$image" --name "$name" >/dev/null
+done
 
-# 4. The Trainer: config/default with the image replaced, through a kustomize overlay of our own. kustomize
-# refuses an absolute path to the base, so the overlay names it relative to itself.
-overlay="$artifacts/overlay"
+relative() { "$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
+
+# 5. JobSet from its own manifests, with the image built here. kustomize refuses absolute paths to a base,
+# so each overlay names its base relative to itself.
+jobset_src=$(cd "$here/tools/crds" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "sigs.k8s.io/jobset" 2>/dev/null) ||
+  jobset_src=""
+if [[ -z "$jobset_src" || ! -d "$jobset_src/config/default" ]]; then
+  (cd "$here/tools/crds" && GOFLAGS=-mod=mod go mod download "sigs.k8s.io/jobset@$JOBSET_VERSION")
+  jobset_src=$(cd "$here/tools/crds" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "sigs.k8s.io/jobset")
+fi
+overlay="$artifacts/jobset"
 mkdir -p "$overlay"
-base=$("$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$repo/config/default" "$overlay")
 cat >"$overlay/kustomization.yaml" <<EOF
+# Written by hack/e2e-setup-kind.sh: JobSet's config/default with the image built here. Its manager asks
+# for half a CPU; on a one-node cluster of a small machine that is a quarter of what Pods can have.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(relative "$jobset_src/config/default" "$overlay")
+images:
+  - name: us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset
+    newName: ${JOBSET_IMAGE%:*}
+    newTag: ${JOBSET_IMAGE##*:}
+patches:
+  - target: {kind: Deployment, name: jobset-controller-manager}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/containers/0/resources/requests/cpu
+        value: 50m
+EOF
+say "installing JobSet $JOBSET_VERSION"
+k apply --server-side --force-conflicts -k "$overlay" >/dev/null
+k -n jobset-system rollout status deployment/jobset-controller-manager --timeout=5m
+k -n jobset-system wait pods --all --for=condition=Ready --timeout=5m >/dev/null
+
+# 6. The Trainer, as a user installs it.
+uninstall_trainer() {
+  if "$helm" status "$release" -n "$manager_namespace" >/dev/null 2>&1; then
+    "$helm" uninstall "$release" -n "$manager_namespace" --wait >/dev/null
+  fi
+  k delete --ignore-not-found --wait -k "$artifacts/trainer" >/dev/null 2>&1 || true
+  k delete --ignore-not-found validatingwebhookconfiguration,mutatingwebhookconfiguration \
+    -l app.kubernetes.io/part-of=kubeflow >/dev/null 2>&1 || true
+}
+
+install_trainer() {  # install_trainer helm|kustomize
+  local how=$1
+  local tag=${TRAINER_IMAGE##*:} repository=${TRAINER_IMAGE%:*}
+  say "installing the Trainer with $how (image $TRAINER_IMAGE, $replicas replicas)"
+  k create namespace "$manager_namespace" --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
+  k label --overwrite namespace "$manager_namespace" pod-security.kubernetes.io/enforce=restricted \
+    pod-security.kubernetes.io/warn=restricted app.kubernetes.io/part-of=kubeflow >/dev/null
+  if [[ $how == helm ]]; then
+    "$helm" upgrade --install "$release" "$repo/charts/kubeflow-trainer-py" --namespace "$manager_namespace" \
+      --set image.repository="$repository" --set image.tag="$tag" --set manager.replicas="$replicas" \
+      --set runtimes.defaultEnabled=true --wait=false >/dev/null
+  else
+    local overlay="$artifacts/trainer"
+    mkdir -p "$overlay"
+    cat >"$overlay/kustomization.yaml" <<EOF
 # Written by hack/e2e-setup-kind.sh: config/default running the image built for this cluster.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - $base
+  - $(relative "$repo/config/default" "$overlay")
 images:
   - name: $placeholder_image
-    newName: ${trainer_image%:*}
-    newTag: ${trainer_image##*:}
+    newName: $repository
+    newTag: $tag
+replicas:
+  - name: $manager_deployment
+    count: $replicas
 EOF
-say "installing the Trainer (config/default, image $trainer_image)"
-"$kubectl" apply --server-side --force-conflicts -k "$overlay"
-"$kubectl" wait --for=condition=Established --timeout=2m \
-  crd/trainjobs.trainer.kubeflow.org crd/trainingruntimes.trainer.kubeflow.org \
-  crd/clustertrainingruntimes.trainer.kubeflow.org
-"$kubectl" apply --server-side --force-conflicts -k "$repo/config/runtimes"
+    k apply --server-side --force-conflicts -k "$overlay" >/dev/null
+    k wait --for=condition=Established --timeout=2m crd/trainjobs.trainer.kubeflow.org \
+      crd/trainingruntimes.trainer.kubeflow.org crd/clustertrainingruntimes.trainer.kubeflow.org >/dev/null
+    k apply --server-side --force-conflicts -k "$repo/config/runtimes" >/dev/null
+  fi
+  # 7. Serving.
+  k -n "$manager_namespace" rollout status "deployment/$manager_deployment" --timeout=5m
+  "$python" "$here/e2e_paths.py" wait-serving --flavour kind --kubeconfig "$kubeconfig" \
+    --timeout "${TRAINER_SERVING_TIMEOUT:-300}"
+}
 
-# 5. Readiness. Ready JobSet pods mean its certificates are in place and its webhook server listens: a JobSet
-# created before that is refused by its webhook (failurePolicy: Fail), and so would our first TrainJob be.
-say "waiting for JobSet and the Trainer manager"
-"$kubectl" -n jobset-system wait deployment/jobset-controller-manager --for=condition=Available --timeout=5m
-"$kubectl" -n jobset-system wait pods --all --for=condition=Ready --timeout=5m
-# A new image under the same tag needs new pods; a no-op on a fresh install.
-"$kubectl" -n "$manager_namespace" rollout restart "deployment/$manager_deployment"
-"$kubectl" -n "$manager_namespace" rollout status "deployment/$manager_deployment" --timeout=5m
-"$python" "$here/e2e_paths.py" wait-serving --flavour kind --kubeconfig "$kubeconfig" \
-  --timeout "${TRAINER_SERVING_TIMEOUT:-300}"
+current_install() {
+  if "$helm" status "$release" -n "$manager_namespace" >/dev/null 2>&1; then echo helm
+  elif k -n "$manager_namespace" get deployment "$manager_deployment" >/dev/null 2>&1; then echo kustomize
+  else echo none; fi
+}
+
+run_suite() {  # run_suite PYTEST-ARGS...
+  cd "$repo"
+  E2E_CLUSTER=kind KUBECONFIG="$kubeconfig" E2E_INSTALL=$(current_install) WORKLOAD_IMAGE="$WORKLOAD_IMAGE" \
+    "$python" -m pytest test/e2e "$@"
+}
+
+if [[ $action == ci ]]; then
+  # The kustomize install first, with one TrainJob on real Pods, then the Helm install for the whole suite.
+  uninstall_trainer
+  install_trainer kustomize
+  trap - ERR
+  say "the kustomize install: a TrainJob on real Pods"
+  run_suite -p no:cacheprovider -q -k "test_kind_allreduce_on_three_nodes" >&3 || { on_failure; exit 1; }
+  trap on_failure ERR
+  uninstall_trainer
+  install_trainer helm
+else
+  have=$(current_install)
+  if [[ $have != "$install" ]]; then
+    [[ $have == none ]] || uninstall_trainer
+    install_trainer "$install"
+  else
+    say "the Trainer is installed with $install; upgrading it to this checkout's image"
+    install_trainer "$install"
+  fi
+fi
 
 trap - ERR
 say "cluster $name is ready; the manager's log: $kubectl -n $manager_namespace logs deployment/$manager_deployment"
-if [[ $run_tests -eq 0 ]]; then
+if [[ $action == up ]]; then
   echo "export KUBECONFIG=$kubeconfig" >&3
   echo "export E2E_CLUSTER=kind" >&3
+  echo "export WORKLOAD_IMAGE=$WORKLOAD_IMAGE" >&3
   exit 0
 fi
 
-# 6. The same suite as on kwok, its report on stdout.
 say "running test/e2e against $name"
 exec 1>&3
-cd "$repo"
+rc=0
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of arguments, split on purpose
-E2E_CLUSTER=kind KUBECONFIG="$kubeconfig" "$python" -m pytest test/e2e ${PYTEST_ARGS:-}
+run_suite ${PYTEST_ARGS:-} || rc=$?
+if [[ $action == ci ]]; then
+  (( rc == 0 )) || on_failure
+  "$kind" delete cluster --name "$name" >/dev/null 2>&1 || true
+  rm -f "$kubeconfig"
+fi
+exit $rc

@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Build the container images of the kind tier without a registry: every image comes from Debian's packages,
+# the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
+#
+#   hack/build-images.sh              build what is missing (node, jobset, manager, workload)
+#   hack/build-images.sh node ...     build only these
+#   hack/build-images.sh --print      print the image names, build nothing
+#
+# The images:
+#   node      the kind node image (NODE_IMAGE): Debian with systemd, containerd and runc, the Kubernetes
+#             node binaries, and the images kubeadm runs (kube-apiserver, kube-controller-manager,
+#             kube-scheduler, kube-proxy, etcd, CoreDNS, pause) saved into /kind/images, imported into
+#             containerd when a node boots (hack/kind/node/)
+#   jobset    JobSet's manager (JOBSET_IMAGE), for JobSet's own manifests
+#   manager   this project's manager (TRAINER_IMAGE) from the repository's Dockerfile, on a Debian Python
+#             base; pip installs from wheels the host downloaded, served on 127.0.0.1 for the build
+#   workload  the training Pods' image (WORKLOAD_IMAGE): Debian's Python and test/e2e/workload/
+#
+# Base images are root filesystems made by debootstrap (DEBIAN_SUITE in hack/versions.env) from
+# DEBIAN_MIRROR (default: the mirror this machine's apt uses) and imported; each is tagged by a hash of its
+# package list, and every other image by a hash of what it is built from, so a second run builds nothing
+# and a changed recipe rebuilds only its images. The manager is rebuilt whenever its sources change.
+# Needs a Docker engine (hack/docker-engine.sh), and root for debootstrap.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${TRAINER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeflow-trainer-py}
+work="$cache/images"
+log_dir="$cache/build-logs"
+python="$repo/.venv/bin/python"
+
+die() { echo "build-images: error: $*" >&2; exit 1; }
+say() { echo "build-images: $*" >&2; }
+
+# What each recipe is made of: a change to any of these files rebuilds the image.
+hash_of() { (cd "$repo" && cat "$@" hack/versions.env | sha256sum | cut -c1-12); }
+node_key=$(hash_of hack/build-images.sh hack/kind/runc-capfilter $(cd "$repo" && find hack/kind/node -type f | sort))
+workload_key=$(hash_of hack/build-images.sh $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
+manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dockerignore pyproject.toml README.md \
+  requirements/manager.txt config/crd controller runtime cmd | grep -v '\.pyc$' |
+  tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion -T - | sha256sum | cut -c1-12)
+
+NODE_IMAGE=${NODE_IMAGE:-trainer-e2e/kind-node:$KUBERNETES_VERSION-$node_key}
+JOBSET_IMAGE=${JOBSET_IMAGE:-trainer-e2e/jobset:$JOBSET_VERSION}
+TRAINER_IMAGE=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e-$manager_key}
+WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
+
+if [[ "${1:-}" == "--print" ]]; then
+  printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\n' \
+    "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE"
+  exit 0
+fi
+
+all="node jobset manager workload"
+only=" ${*:-$all} "
+for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
+wanted() { [[ $only == *" $1 "* ]]; }
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers (run hack/docker-engine.sh)"
+eval "$(bash "$here/build-binaries.sh" --print)"
+mkdir -p "$work" "$log_dir"
+
+exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+timed() {  # timed NAME CMD...: run CMD with its output in the build log, say how long it took
+  local name=$1 start=$SECONDS; shift
+  say "building $name (log: $log_dir/image-$name.log)"
+  if ! "$@" >"$log_dir/image-$name.log" 2>&1; then
+    tail -n 25 "$log_dir/image-$name.log" >&2
+    die "building $name failed; full log in $log_dir/image-$name.log"
+  fi
+  say "built $name in $((SECONDS - start)) s"
+}
+
+mirror=${DEBIAN_MIRROR:-$(sed -nE 's#^(deb|URIs:)[[:space:]]+(\[[^]]*\][[:space:]]+)?(https?://[^[:space:]]+/debian)/?([[:space:]].*)?$#\3#p' \
+  /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1 || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
+
+# debian_base VARIANT PACKAGE...: a minbase root filesystem with these packages, imported as an image.
+# Prints the image name.
+debian_base() {
+  local variant=$1; shift
+  local key; key=$(printf '%s\n' "$DEBIAN_SUITE" "$@" | sha256sum | cut -c1-12)
+  local image="trainer-e2e/debian-$variant:$DEBIAN_SUITE-$key"
+  if ! exists "$image"; then
+    command -v debootstrap >/dev/null 2>&1 || {
+      [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1 || die "debootstrap is needed (Debian: apt-get install debootstrap)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || die "apt-get install debootstrap failed"
+    }
+    [[ $(id -u) -eq 0 ]] || die "debootstrap needs root to make the $variant base image"
+    local root="$work/rootfs-$variant.$$"
+    rm -rf "$root"
+    # shellcheck disable=SC2064 # expand now: the directory of this call
+    trap "rm -rf '$root'" EXIT
+    local include; include=$(IFS=,; echo "$*")
+    timed "debian-$variant" debootstrap --variant=minbase ${include:+--include="$include"} \
+      "$DEBIAN_SUITE" "$root" "$mirror"
+    # What an image does not need: package lists and downloaded packages, logs, the build host's names.
+    rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
+      "$root"/var/log/* "$root"/etc/hostname "$root"/etc/machine-id
+    : >"$root/etc/resolv.conf"
+    tar --numeric-owner -C "$root" -c . | docker import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
+    rm -rf "$root"
+    trap - EXIT
+  fi
+  echo "$image"
+}
+
+# static_image NAME BINARY ENTRYPOINT [USER]: an image with one static binary and nothing else.
+static_image() {
+  local name=$1 binary=$2 entrypoint=$3 user=${4:-}
+  local ctx="$work/ctx-static"
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp "$binary" "$ctx/"
+  {
+    echo "FROM scratch"
+    echo "COPY $(basename "$binary") /usr/local/bin/$(basename "$binary")"
+    echo "ENV PATH=/usr/local/bin"
+    [[ -n "$entrypoint" ]] && echo "ENTRYPOINT [\"$entrypoint\"]"
+    [[ -n "$user" ]] && echo "USER $user"
+  } >"$ctx/Dockerfile"
+  docker build --quiet --network none --tag "$name" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+# ------------------------------------------------------------------------------------------------- node
+
+# The image names kubeadm expects for this release; etcd is ours (ETCD_VERSION), named by the patch that
+# hack/e2e-setup-kind.sh gives kubeadm (etcd.local.imageTag).
+kubeadm_images() { "$KUBERNETES_NODE_BIN/kubeadm" config images list --kubernetes-version "$KUBERNETES_VERSION" 2>/dev/null; }
+ETCD_IMAGE="registry.k8s.io/etcd:${ETCD_VERSION#v}-0"
+
+build_node() {
+  local ctx="$work/ctx-node" listed pause_image coredns_image
+  for b in "$KUBERNETES_NODE_BIN/kubelet" "$KUBERNETES_NODE_BIN/kubeadm" "$KUBERNETES_NODE_BIN/kube-proxy" \
+    "$KUBERNETES_BIN/kube-apiserver" "$KUBERNETES_BIN/kubectl" "$COREDNS_BIN/coredns" "$CRICTL_BIN/crictl" \
+    "$PAUSE_BIN/pause" "$ETCD_BIN/etcd"; do
+    [[ -x "$b" ]] || die "$b is missing (run: hack/build-binaries.sh)"
+  done
+  listed=$(kubeadm_images) || die "kubeadm config images list failed"
+  pause_image=$(grep '/pause:' <<<"$listed") || die "kubeadm names no pause image"
+  coredns_image=$(grep '/coredns:' <<<"$listed") || die "kubeadm names no CoreDNS image"
+  [[ ${coredns_image##*:} == "$COREDNS_VERSION" ]] ||
+    die "kubeadm $KUBERNETES_VERSION runs CoreDNS ${coredns_image##*:}, hack/versions.env pins $COREDNS_VERSION"
+  [[ ${pause_image##*:} == "$("$PAUSE_BIN/pause" -v | awk '{print $2}' | sed 's/^v//')" ]] ||
+    die "kubeadm $KUBERNETES_VERSION runs $pause_image, the pause binary is $("$PAUSE_BIN/pause" -v)"
+
+  local base iptables_base
+  base=$(debian_base node systemd systemd-sysv dbus containerd runc iptables iproute2 ethtool socat conntrack \
+    ebtables kmod util-linux mount procps ca-certificates containernetworking-plugins jq libseccomp2 \
+    bash-completion less)
+  iptables_base=$(debian_base iptables iptables conntrack)
+
+  rm -rf "$ctx"; mkdir -p "$ctx/bin" "$ctx/images"
+  local k8s=registry.k8s.io
+  static_image "$k8s/kube-apiserver:$KUBERNETES_VERSION" "$KUBERNETES_BIN/kube-apiserver" ""
+  static_image "$k8s/kube-controller-manager:$KUBERNETES_VERSION" "$KUBERNETES_BIN/kube-controller-manager" ""
+  static_image "$k8s/kube-scheduler:$KUBERNETES_VERSION" "$KUBERNETES_BIN/kube-scheduler" ""
+  static_image "$ETCD_IMAGE" "$ETCD_BIN/etcd" ""
+  static_image "$coredns_image" "$COREDNS_BIN/coredns" /usr/local/bin/coredns
+  static_image "$pause_image" "$PAUSE_BIN/pause" /usr/local/bin/pause
+  cp "$KUBERNETES_NODE_BIN/kube-proxy" "$ctx/kube-proxy"
+  printf 'FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\n' "$iptables_base" |
+    docker build --quiet --network none --tag "$k8s/kube-proxy:$KUBERNETES_VERSION" -f - "$ctx" >/dev/null
+  rm -f "$ctx/kube-proxy"
+  local i=0 image
+  for image in "$k8s/kube-apiserver:$KUBERNETES_VERSION" "$k8s/kube-controller-manager:$KUBERNETES_VERSION" \
+    "$k8s/kube-scheduler:$KUBERNETES_VERSION" "$k8s/kube-proxy:$KUBERNETES_VERSION" "$ETCD_IMAGE" \
+    "$coredns_image" "$pause_image"; do
+    i=$((i + 1))
+    docker save --output "$ctx/images/$i-$(basename "${image%%:*}").tar" "$image"
+  done
+
+  cp -r "$here/kind/node/." "$ctx/"
+  cp "$here/kind/runc-capfilter" "$ctx/runc-capfilter"
+  cp "$KUBERNETES_NODE_BIN/kubelet" "$KUBERNETES_NODE_BIN/kubeadm" "$KUBERNETES_BIN/kubectl" \
+    "$CRICTL_BIN/crictl" "$ctx/bin/"
+  sed -i "s#@PAUSE_IMAGE@#$pause_image#" "$ctx/files/etc/containerd/config.toml"
+  docker build --network none --build-arg BASE="$base" --build-arg KUBERNETES_VERSION="$KUBERNETES_VERSION" \
+    --tag "$NODE_IMAGE" "$ctx"
+  rm -rf "$ctx"
+}
+
+# ----------------------------------------------------------------------------------------------- jobset
+
+build_jobset() {
+  [[ -x "$JOBSET_BIN/jobset" ]] || die "$JOBSET_BIN/jobset is missing (run: hack/build-binaries.sh jobset)"
+  # JobSet's manifests run /manager as a non-root user with a read-only root filesystem.
+  local ctx="$work/ctx-jobset"
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp "$JOBSET_BIN/jobset" "$ctx/manager"
+  printf 'FROM scratch\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n' >"$ctx/Dockerfile"
+  docker build --network none --tag "$JOBSET_IMAGE" "$ctx"
+  rm -rf "$ctx"
+}
+
+# ---------------------------------------------------------------------------------------------- manager
+
+python_base() { debian_base python python3 python3-venv; }
+
+# A wheelhouse for the manager's build: the package's pinned dependencies and its build backend, downloaded
+# by the host's pip (which has the machine's registry access and certificates), then served read-only on a
+# loopback port while `docker build --network host` runs, so the Dockerfile's pip needs no index.
+build_manager() {
+  [[ -x "$python" ]] || die "$python is missing (run: make venv)"
+  local base wheels="$work/wheelhouse" port server
+  base=$(python_base)
+  mkdir -p "$wheels"
+  "$python" -m pip download --quiet --dest "$wheels" --only-binary=:all: --python-version 3.11 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+    --platform any --implementation cp \
+    -r "$repo/requirements/manager.txt" 'setuptools>=77' wheel
+  port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$python" -m http.server --bind 127.0.0.1 --directory "$wheels" "$port" >/dev/null 2>&1 &
+  server=$!
+  # shellcheck disable=SC2064
+  trap "kill $server 2>/dev/null || true" RETURN
+  for _ in $(seq 50); do "$python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/')" \
+    2>/dev/null && break; sleep 0.1; done
+  docker build --network host --build-arg BASE_IMAGE="$base" \
+    --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS="http://127.0.0.1:$port/" \
+    --tag "$TRAINER_IMAGE" "$repo"
+}
+
+# --------------------------------------------------------------------------------------------- workload
+
+build_workload() {
+  local base; base=$(python_base)
+  printf 'FROM %s\nCOPY . /opt/workload/\nUSER 65532:65532\nWORKDIR /opt/workload\n' "$base" |
+    docker build --network none --tag "$WORKLOAD_IMAGE" -f - "$repo/test/e2e/workload"
+}
+
+for n in $all; do
+  wanted "$n" || continue
+  case $n in
+    node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
+    manager) image=$TRAINER_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
+  esac
+  if exists "$image"; then say "$n: $image (cached)"; continue; fi
+  timed "$n" "build_$n"
+  say "$n: $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1 / 1e6}'))"
+done
