@@ -37,6 +37,20 @@ def fake_bin(tmp_path: Path) -> Path:
 
 
 def _fake_go(fake_bin: Path, tmp_path: Path, *, download: str = "exit 0", build: str = "exit 0") -> None:
+    # The pause binary is compiled from the Kubernetes module's C source by gcc, tagged with the version
+    # kubeadm's constants name: both files stand in the fake module directory, gcc and strip are stubs.
+    module = tmp_path / "gopath" / "pkg" / "mod" / "k8s.io" / "kubernetes"
+    (module / "build" / "pause" / "linux").mkdir(parents=True, exist_ok=True)
+    (module / "build" / "pause" / "linux" / "pause.c").write_text("int main(void) { return 0; }\n")
+    constants = module / "cmd" / "kubeadm" / "app" / "constants"
+    constants.mkdir(parents=True, exist_ok=True)
+    (constants / "constants.go").write_text('\tPauseVersion = "3.10.1"\n')
+    _stub(
+        fake_bin,
+        "gcc",
+        'while (( $# )); do if [[ $1 == -o ]]; then : > "$2"; chmod +x "$2"; fi; shift; done\n',
+    )
+    _stub(fake_bin, "strip", "exit 0\n")
     _stub(
         fake_bin,
         "go",
@@ -46,6 +60,7 @@ def _fake_go(fake_bin: Path, tmp_path: Path, *, download: str = "exit 0", build:
   "env GOCACHE") echo {tmp_path}/gocache/build ;;
   "env GOPROXY") echo https://proxy.invalid ;;
   "mod download") {download} ;;
+  "list -m") echo {tmp_path}/gopath/pkg/mod/k8s.io/kubernetes ;;
   build*) {build} ;;
   *) echo "unexpected: go $*" >&2; exit 2 ;;
 esac
