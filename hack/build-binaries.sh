@@ -3,13 +3,15 @@
 #
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
-#                                     kueue, trainer; and for the kind tier: kind, kubernetes-node,
-#                                     coredns, crictl, pause)
+#                                     kueue, trainer, upstream-render; and for the kind tier: kind,
+#                                     kubernetes-node, coredns, crictl, pause)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
 #   ${TRAINER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeflow-trainer-py}/bin/<component>-<version>/
-# and is rebuilt only when that directory is missing. The wrapper modules in
+# and is rebuilt only when that directory is missing. upstream-render is this repository's own program
+# (hack/tools/upstream-render/main.go), so its directory name also carries a hash of the wrapper's files:
+# editing main.go, go.mod or go.sum names a new directory, and the next run builds it. The wrapper modules in
 # hack/tools/<component>/ pin every dependency (go.mod/go.sum are committed);
 # the binaries are never committed. Third-party CRDs stay in the Go module cache
 # and are read from there at run time (hack/thirdparty.py).
@@ -37,6 +39,9 @@ helm_dir="$cache/bin/helm-$HELM_VERSION"
 kueue_dir="$cache/bin/kueue-$KUEUE_VERSION"
 # Upstream's Go controller, the baseline of the benchmarks and of the take-over tests.
 trainer_dir="$cache/bin/trainer-$TRAINER_VERSION"
+# Upstream's object-building code run offline (hack/tools/upstream-render): the parity tests' reference.
+upstream_render_hash=$(cd "$here/tools/upstream-render" && cat go.mod go.sum main.go | sha256sum | cut -c1-12)
+upstream_render_dir="$cache/bin/upstream-render-$TRAINER_VERSION-$upstream_render_hash"
 # The kind tier: kind, and the node image's own binaries (hack/build-images.sh puts them into images).
 kind_dir="$cache/bin/kind-$KIND_VERSION"
 k8s_node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
@@ -47,6 +52,7 @@ pause_dir="$cache/bin/pause-$KUBERNETES_VERSION"
 print_dirs() {
   printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\nKUEUE_BIN=%s\nTRAINER_BIN=%s\n' \
     "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir" "$kueue_dir" "$trainer_dir"
+  printf 'UPSTREAM_RENDER_BIN=%s\n' "$upstream_render_dir"
   printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
     "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
 }
@@ -169,6 +175,12 @@ build_trainer() {  # upstream Kubeflow Trainer's controller manager, unmodified
     github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 }
 
+# Upstream's runtime registry and plugins behind a small main (hack/tools/upstream-render/main.go).
+build_upstream_render() {
+  cd "$here/tools/upstream-render"
+  go build -trimpath -ldflags "-s -w" -o "$OUT/upstream-render" .
+}
+
 # The node's own Kubernetes binaries, from the same wrapper and build cache as the control plane's.
 build_kubernetes_node() {
   cd "$here/tools/k8s"
@@ -210,7 +222,7 @@ pause_version() {
   sed -nE 's/^[[:space:]]*PauseVersion = "([^"]+)"/\1/p' "$dir/cmd/kubeadm/app/constants/constants.go"
 }
 
-all_components="etcd kubernetes kwok jobset helm kueue trainer kind kubernetes-node coredns crictl pause"
+all_components="etcd kubernetes kwok jobset helm kueue trainer upstream-render kind kubernetes-node coredns crictl pause"
 # Components named on the command line, or all of them.
 only=" ${*:-$all_components} "
 for n in "$@"; do
@@ -227,6 +239,7 @@ wanted jobset && ! complete "$jobset_dir" jobset && need+=(jobset)
 wanted helm && ! complete "$helm_dir" helm && need+=(helm)
 wanted kueue && ! complete "$kueue_dir" kueue && need+=(kueue)
 wanted trainer && ! complete "$trainer_dir" trainer-controller-manager && need+=(trainer)
+wanted upstream-render && ! complete "$upstream_render_dir" upstream-render && need+=(upstream-render)
 wanted kind && ! complete "$kind_dir" kind && need+=(kind)
 wanted kubernetes-node && ! complete "$k8s_node_dir" kubelet kubeadm kube-proxy && need+=(kubernetes-node)
 wanted coredns && ! complete "$coredns_dir" coredns && need+=(coredns)
@@ -244,6 +257,7 @@ if (( ${#need[@]} )); then
       helm) build helm "$helm_dir" build_helm ;;
       kueue) build kueue "$kueue_dir" build_kueue ;;
       trainer) build trainer "$trainer_dir" build_trainer ;;
+      upstream-render) build upstream-render "$upstream_render_dir" build_upstream_render ;;
       kind) build kind "$kind_dir" build_kind ;;
       kubernetes-node) build kubernetes-node "$k8s_node_dir" build_kubernetes_node ;;
       coredns) build coredns "$coredns_dir" build_coredns ;;

@@ -52,6 +52,12 @@ cd "$here/kueue" && go get -tool "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" &&
 fresh "$here/trainer" github.com/kubeflow-trainer-py/hack/tools/trainer
 cd "$here/trainer" && go get -tool "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager@$TRAINER_VERSION" && go mod tidy
 
+# upstream-render: our own main.go (kept) over upstream's packages, at the versions the trainer wrapper just
+# pinned, so both share the Go build cache.
+cd "$here/upstream-render" && rm -f go.mod go.sum && go mod init github.com/kubeflow-trainer-py/hack/tools/upstream-render >/dev/null 2>&1 &&
+  go mod edit -go=1.26.0 && cp "$here/trainer/go.sum" go.sum &&
+  sed -n '/^require (/,/^)/p' "$here/trainer/go.mod" | sed 's# // indirect##' >> go.mod && go mod tidy
+
 # Third-party CRDs are read from the module cache at run time; a go.mod here records
 # the versions so `go mod download` fetches exactly these.
 fresh "$here/crds" github.com/kubeflow-trainer-py/hack/tools/crds
