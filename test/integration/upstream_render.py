@@ -8,6 +8,8 @@ builds anew). This module runs it:
 - :func:`binary_path` finds the binary, or raises :class:`UpstreamRenderMissing` naming the build command;
 - :meth:`UpstreamRender.render` feeds it objects as the API server stores them and returns
   :class:`Rendered`: the JSON bodies of upstream's applies, in the order sent, or upstream's refusal;
+- :meth:`UpstreamRender.render_variants` renders the same input 64 times and returns each distinct
+  :class:`Rendered` (upstream's plugin order is a Go map's, and some output depends on it);
 - :meth:`UpstreamRender.snapshot` returns what upstream writes into a runtime snapshot's ``data.runtime``;
 - :meth:`UpstreamRender.json_to_yaml` returns ``sigs.k8s.io/yaml.JSONToYAML`` of a JSON text.
 
@@ -103,6 +105,12 @@ class UpstreamRender:
         bodies = json.loads(done.stdout)
         assert isinstance(bodies, list)
         return Rendered(objects=bodies, refusal=None, warnings=warnings)
+
+    def render_variants(self, objects: Iterable[Mapping[str, Any]]) -> list[Rendered]:
+        """Every distinct outcome of 64 renders of the same input (warnings are not collected)."""
+        stream = "".join(f"---\n{json.dumps(obj)}\n" for obj in objects)
+        outcomes = json.loads(self._checked("render-variants", stream))
+        return [Rendered(objects=o.get("objects"), refusal=o.get("refusal"), warnings=()) for o in outcomes]
 
     def snapshot(self, runtime: Mapping[str, Any]) -> str:
         """What upstream stores in the snapshot ConfigMap's ``data.runtime`` for ``runtime``."""

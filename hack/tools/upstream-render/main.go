@@ -20,6 +20,14 @@
 //	              It prints a JSON array with the body of every Apply, in the order they were sent: each is
 //	              `json.Marshal` of the apply configuration, which is what client-go sends
 //	              (k8s.io/client-go/util/apply.NewRequest). Warnings go to stderr, prefixed `warning: `.
+//	render-variants
+//	              The same input, rendered 64 times over (a fresh fake client and runtime registry each
+//	              time). Upstream keeps its plugins in a Go map, whose iteration order is random, and some
+//	              results depend on that order (PlainML and XGBoost, or PlainML and Flux, both add env vars to
+//	              the trainer container: their order in the list varies). It prints a JSON array of the
+//	              distinct outcomes, in the order first seen: {"objects": [bodies...]} or {"refusal": "..."};
+//	              its exit status is 0 unless this program fails. In 64 runs, an outcome that comes up
+//	              one time in three is missed with a chance of about 1 in 10^11.
 //	snapshot      One TrainingRuntime or ClusterTrainingRuntime: prints what createRuntimeSnapshot stores
 //	              in the snapshot ConfigMap's data.runtime (sigs.k8s.io/yaml.Marshal of the typed object,
 //	              apiVersion and kind set, as the manager's cache sets them).
@@ -39,8 +47,9 @@
 //     exactly what one first reconcile sends;
 //   - field indexes: registered with a no-op indexer, since only the RuntimeClass watch handlers list by
 //     them, and no watch runs here;
-//   - the plugin order: upstream keeps its plugins in a Go map, so the order of the objects a reconcile
-//     applies (after the snapshot ConfigMap) varies from run to run, here as in the controller;
+//   - a plugin order: upstream keeps its plugins in a Go map, so the order of the objects a reconcile
+//     applies (after the snapshot ConfigMap), and of some env vars, varies from run to run, here as in the
+//     controller (render-variants collects the outcomes);
 //   - randomness: the MPI plugin generates a fresh ECDSA key pair for its Secret on every run.
 package main
 
@@ -91,7 +100,7 @@ func main() {
 	// that matters here.
 	ctrllog.SetLogger(logr.Discard())
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: upstream-render render|snapshot|json-to-yaml < input")
+		fmt.Fprintln(os.Stderr, "usage: upstream-render render|render-variants|snapshot|json-to-yaml < input")
 		os.Exit(2)
 	}
 	input, err := io.ReadAll(os.Stdin)
@@ -101,13 +110,15 @@ func main() {
 	var out []byte
 	switch os.Args[1] {
 	case "render":
-		out, err = render(input)
+		out, err = render(input, os.Stderr)
+	case "render-variants":
+		out, err = renderVariants(input)
 	case "snapshot":
 		out, err = snapshot(input)
 	case "json-to-yaml":
 		out, err = yaml.JSONToYAML(input)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (render, snapshot, json-to-yaml)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (render, render-variants, snapshot, json-to-yaml)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
@@ -177,8 +188,8 @@ func (noIndexer) IndexField(context.Context, client.Object, string, client.Index
 	return nil
 }
 
-// render: see the package comment.
-func render(input []byte) ([]byte, error) {
+// render: see the package comment. Warnings go to warnings.
+func render(input []byte, warnings io.Writer) ([]byte, error) {
 	ctx := context.Background()
 	scheme := newScheme()
 	objects, err := decodeAll(scheme, input)
@@ -196,14 +207,14 @@ func render(input []byte) ([]byte, error) {
 			trainJob = typed
 			continue
 		case *trainer.TrainingRuntime:
-			warnings, err := (&webhooks.TrainingRuntimeValidator{}).ValidateCreate(ctx, typed)
-			warn(warnings)
+			denied, err := (&webhooks.TrainingRuntimeValidator{}).ValidateCreate(ctx, typed)
+			warn(warnings, denied)
 			if err != nil {
 				return nil, errRefused{"admission", fmt.Errorf("TrainingRuntime %s: %w", typed.Name, err)}
 			}
 		case *trainer.ClusterTrainingRuntime:
-			warnings, err := (&webhooks.ClusterTrainingRuntimeValidator{}).ValidateCreate(ctx, typed)
-			warn(warnings)
+			denied, err := (&webhooks.ClusterTrainingRuntimeValidator{}).ValidateCreate(ctx, typed)
+			warn(warnings, denied)
 			if err != nil {
 				return nil, errRefused{"admission", fmt.Errorf("ClusterTrainingRuntime %s: %w", typed.Name, err)}
 			}
@@ -255,8 +266,8 @@ func render(input []byte) ([]byte, error) {
 	if !ok {
 		return nil, errRefused{"admission", fmt.Errorf("unsupported runtime: %s", key)}
 	}
-	warnings, errs := registered.ValidateObjects(ctx, nil, trainJob)
-	warn(warnings)
+	said, errs := registered.ValidateObjects(ctx, nil, trainJob)
+	warn(warnings, said)
 	if err := errs.ToAggregate(); err != nil {
 		return nil, errRefused{"admission", err}
 	}
@@ -310,8 +321,44 @@ func snapshot(input []byte) ([]byte, error) {
 	}
 }
 
-func warn(warnings []string) {
+func warn(to io.Writer, warnings []string) {
 	for _, w := range warnings {
-		fmt.Fprintln(os.Stderr, "warning: "+w)
+		fmt.Fprintln(to, "warning: "+w)
 	}
+}
+
+// variantRuns is how many times render-variants renders its input.
+const variantRuns = 64
+
+// renderVariants: see the package comment.
+func renderVariants(input []byte) ([]byte, error) {
+	type outcome struct {
+		Objects json.RawMessage `json:"objects,omitempty"`
+		Refusal string          `json:"refusal,omitempty"`
+	}
+	var outcomes []outcome
+	seen := map[string]bool{}
+	for range variantRuns {
+		var o outcome
+		bodies, err := render(input, io.Discard)
+		var refused errRefused
+		switch {
+		case errors.As(err, &refused):
+			o.Refusal = refused.Error()
+		case err != nil:
+			return nil, err
+		default:
+			o.Objects = bodies
+		}
+		key, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[string(key)] {
+			seen[string(key)] = true
+			outcomes = append(outcomes, o)
+		}
+	}
+	out, err := json.Marshal(outcomes)
+	return append(out, '\n'), err
 }
