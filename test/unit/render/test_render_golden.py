@@ -1,4 +1,4 @@
-"""Golden files: every default runtime (and three example runtimes) x representative TrainJobs, rendered.
+"""Golden files: every default runtime (and four example runtimes) x representative TrainJobs, rendered.
 
 Each case renders `test/golden/trainjobs/<case>.yaml`, pointed at one runtime, with the real command
 line (`--runtime config/runtimes --runtime test/golden/runtimes --existing test/golden/existing`) and
@@ -46,6 +46,7 @@ EXAMPLE_RUNTIMES = {
     "flux-distributed": "ClusterTrainingRuntime",
     "mpi-volcano": "ClusterTrainingRuntime",
     "torch-coscheduling": "TrainingRuntime",
+    "jax-volcano": "ClusterTrainingRuntime",
 }
 COMMON_CASES = ("minimal", "gpus", "runtime-patches", "suspend")
 EXTRA_CASES = {
@@ -241,6 +242,13 @@ NODE_ENV_FACTS: dict[str, dict[str, dict[str, list[tuple[str, Any]]]]] = {
     # mpi-volcano's launcher is not a node: only the node job gets the TrainJob env.
     "mpi-volcano": _mpi_facts(launcher_first=True, node_gets_trainer_env=True),
     "jax-distributed": {
+        "minimal": {"node": []},
+        "gpus": {"node": _jax(2) + TRAINER_ENV},
+        "runtime-patches": {"node": _jax(2)},
+        "suspend": {"node": _jax(3)},
+    },
+    # jax-volcano: the JAX envs of jax-distributed; Volcano and the passed-through fields add none.
+    "jax-volcano": {
         "minimal": {"node": []},
         "gpus": {"node": _jax(2) + TRAINER_ENV},
         "runtime-patches": {"node": _jax(2)},
