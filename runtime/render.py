@@ -19,7 +19,9 @@ What it does, in order:
    webhooks' replicated-job rules, `runtime.core.runtime_rules`), and applies the schema defaults
    (`runtime.schema.SchemaChecker`: names, the structural schema, the CRD's CEL rules; CRDs from
    `--crd-dir`, default those shipped in this package). Unknown fields are errors, as with kubectl's strict
-   field validation. An object larger than etcd stores (1.5 MiB as JSON) gets a warning.
+   field validation. An object larger than etcd stores (1.5 MiB as JSON) gets a warning. A cluster-scoped
+   object (a ClusterTrainingRuntime, a PriorityClass) loses any `metadata.namespace`, as the API server
+   stores it.
 3. Runs the TrainJob validating webhook's checks, then builds the objects in apply order: the runtime
    snapshot ConfigMap, then each plugin's objects in registry order.
 4. Prints them as multi-document YAML (keys sorted, multi-line strings as literal blocks).
