@@ -508,10 +508,18 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
     return spec
 
 
+_MERGED_RESOURCES = ("limits", "requests")
+"""What `spec.trainer.resourcesPerNode` merges with in a container's resources (Go `newRuntimeInfo`)."""
+
+
 def _merge_trainer_resources(
     jobs: list[Any], ml_policy: MLPolicyView, has_ml_policy: bool, resources_per_node: Mapping[str, Any]
 ) -> None:
-    """Merge `spec.trainer.resourcesPerNode` into the `node` container of the trainer job(s), in place."""
+    """Merge `spec.trainer.resourcesPerNode` into the `node` container of the trainer job(s), in place.
+
+    As upstream, only `limits` and `requests` take part and come out: the container's resource `claims`
+    (and any in `resourcesPerNode`) are dropped from the rendered container, since upstream copies the two
+    resource lists into the merge and back, and nothing else."""
     patch = omit_empty(dict(resources_per_node), ResourceRequirements)
     for rjob in jobs:
         job = as_dict(rjob)
@@ -527,13 +535,13 @@ def _merge_trainer_resources(
             continue
         for container in as_list(as_dict(pod_template["spec"]).get("containers")):
             if isinstance(container, dict) and container.get("name") == constants.NODE:
+                resources = as_dict(container.get("resources"))
+                base = {key: resources[key] for key in _MERGED_RESOURCES if resources.get(key)}
                 try:
-                    merged = strategic_merge(
-                        as_dict(container.get("resources")), patch, RESOURCE_REQUIREMENTS
-                    )
+                    merged = strategic_merge(base, patch, RESOURCE_REQUIREMENTS)
                 except StrategicMergeError as exc:
                     raise RuntimePatchError(f"merging spec.trainer.resourcesPerNode: {exc}") from exc
-                container["resources"] = merged
+                container["resources"] = {key: merged[key] for key in _MERGED_RESOURCES if merged.get(key)}
                 break
 
 
@@ -544,7 +552,8 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
     2. Each runtime patch's template spec, with empty maps and lists omitted as Go's typed patch omits them
        (`runtime.api.omitempty`: an empty struct such as `emptyDir: {}` stays), is strategic-merged into
        the template spec, in list order; the replicated jobs' order is then restored.
-    3. `spec.trainer.resourcesPerNode` is strategic-merged into the `node` container of each replicated job
+    3. `spec.trainer.resourcesPerNode` is strategic-merged into the `limits` and `requests` (only: resource
+       `claims` are dropped, as upstream) of the `node` container of each replicated job
        labelled ancestor `trainer` (only when the runtime has an mlPolicy, as upstream: without one it is
        silently ignored) and, for MPI with `runLauncherAsNode`, of the job named `node`.
     4. One PodSet per replicated job; its count starts at `parallelism` (default 1), or `mlPolicy.numNodes`

@@ -19,7 +19,9 @@ What it does, in order:
    webhooks' replicated-job rules, `runtime.core.runtime_rules`), and applies the schema defaults
    (`runtime.schema.SchemaChecker`: names, the structural schema, the CRD's CEL rules; CRDs from
    `--crd-dir`, default those shipped in this package). Unknown fields are errors, as with kubectl's strict
-   field validation. An object larger than etcd stores (1.5 MiB as JSON) gets a warning.
+   field validation. An object larger than etcd stores (1.5 MiB as JSON) gets a warning. A cluster-scoped
+   object (a ClusterTrainingRuntime, a PriorityClass) loses any `metadata.namespace`, as the API server
+   stores it.
 3. Runs the TrainJob validating webhook's checks, then builds the objects in apply order: the runtime
    snapshot ConfigMap, then each plugin's objects in registry order.
 4. Prints them as multi-document YAML (keys sorted, multi-line strings as literal blocks).
@@ -120,6 +122,13 @@ EXIT_INTERNAL_ERROR = 1
 EXIT_INVALID = 2
 
 _RUNTIME_KINDS = (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND)
+_CLUSTER_SCOPED = frozenset(
+    {
+        (constants.API_VERSION, constants.CLUSTER_TRAINING_RUNTIME_KIND),
+        ("scheduling.k8s.io/v1", "PriorityClass"),
+    }
+)
+"""The cluster-scoped kinds the pipeline reads (runtimes, and the PriorityClasses Volcano checks)."""
 _SUFFIXES = (".yaml", ".yml", ".json")
 _LINE_LIMIT = 5 * ECHO_LIMIT
 """The longest line of an error: room for a field path, a capped value and a message."""
@@ -379,6 +388,17 @@ def _checked(document: Document, schemas: SchemaChecker | None, warnings: list[s
     return obj
 
 
+def _as_stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as the API server stores it: a cluster-scoped object's `metadata.namespace` is dropped, as
+    kube-apiserver clears it on create (`rest.EnsureObjectNamespaceMatchesRequestNamespace`), so that
+    `kubectl apply` of a ClusterTrainingRuntime or PriorityClass written with a namespace succeeds and the
+    object is found by name alone."""
+    metadata = obj.get("metadata")
+    if (str(obj.get("apiVersion")), str(obj.get("kind"))) in _CLUSTER_SCOPED and isinstance(metadata, dict):
+        metadata.pop("namespace", None)
+    return obj
+
+
 def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     metadata = obj.get("metadata") or {}
     return (
@@ -462,7 +482,7 @@ def _render(
 
     objects: dict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = {}
     for runtime_document in runtimes:
-        runtime = _checked(runtime_document, options.schemas, warnings)
+        runtime = _as_stored(_checked(runtime_document, options.schemas, warnings))
         admission = (
             validate_training_runtime(runtime)
             if runtime_document.kind == constants.TRAINING_RUNTIME_KIND
@@ -481,7 +501,7 @@ def _render(
             )
         objects[key] = (runtime_document.source, runtime)
     for existing_document in existing:
-        obj = cast(dict[str, Any], _copy(existing_document.obj))
+        obj = _as_stored(cast(dict[str, Any], _copy(existing_document.obj)))
         objects.setdefault(_key(obj), (existing_document.source, obj))
     reader = MemoryReader(obj for _, obj in objects.values())
 

@@ -9,10 +9,11 @@ Active when the runtime's `podGroupPolicy.volcano` is set.
 CustomValidation:
 - the JobSet annotation `scheduling.volcano.sh/queue-name`, when present (runtime template or runtime
   patches), must not be empty;
-- every `priorityClassName` of the (patched) pod templates must name an existing PriorityClass, read
-  through the Reader (`scheduling.k8s.io/v1`); the built-in `system-cluster-critical` and
-  `system-node-critical` always exist. Upstream stops checking at the first built-in class, so a later
-  missing class slipped through; here every distinct name is checked. The Reader needs get access to
+- the `priorityClassName` of each (patched) pod template that sets one, in replicated-job order, must
+  name an existing PriorityClass, read through the Reader (`scheduling.k8s.io/v1`): one error per job
+  whose class is missing. The first built-in class (`system-cluster-critical`, `system-node-critical`)
+  ends the check, as upstream's: the classes of the jobs after it are not looked up, so a missing one
+  there is admitted (its pods wait until the class exists). The Reader needs get access to
   PriorityClasses, which upstream's ClusterRole lacks.
 
 EnforcePodGroupPolicy: every pod gets the annotation `scheduling.k8s.io/group-name: <trainjob>`.
@@ -98,11 +99,9 @@ class Volcano(PodGroupPlugin, CustomValidation, EnforcePodGroupPolicy, WatchExte
                     "Volcano queue name must not be empty",
                 )
             )
-        checked: set[str] = set()
         for name in priority_class_names(info):
-            if name in SYSTEM_PRIORITY_CLASSES or name in checked:
-                continue
-            checked.add(name)
+            if name in SYSTEM_PRIORITY_CLASSES:
+                break  # as upstream: a built-in class ends the check (see the module doc)
             try:
                 found = reader.get(PRIORITY_CLASS_API_VERSION, "PriorityClass", name)
             except ReadError as exc:

@@ -198,10 +198,21 @@ def test_an_existing_priority_class_is_accepted(make: Any) -> None:
     assert _validate(make, spec, _priority_class("existing-priority")) == Validation()
 
 
-def test_a_system_priority_class_does_not_stop_the_checks_of_the_others(make: Any) -> None:
-    # Upstream Q9: the loop returned at the first system-* class, so "missing" below was never checked.
+def test_a_system_priority_class_ends_the_check_as_upstream(make: Any) -> None:
+    # Upstream returns at the first system-* class: the classes of the jobs after it are not looked up.
     spec = _jobs_with(make, "system-cluster-critical", "missing", "system-node-critical", "missing")
+    assert _validate(make, spec) == Validation()
+
+
+def test_the_jobs_before_a_system_priority_class_are_checked(make: Any) -> None:
+    spec = _jobs_with(make, "missing", "system-node-critical", "other")
     assert _validate(make, spec) == Validation.of([_missing("missing")])
+
+
+def test_each_job_with_a_missing_priority_class_is_reported(make: Any) -> None:
+    # One error per replicated job, as upstream appends one per job (no deduplication).
+    spec = _jobs_with(make, "missing", "missing")
+    assert _validate(make, spec) == Validation.of([_missing("missing"), _missing("missing")])
 
 
 def test_a_priority_class_that_cannot_be_read_is_reported(make: Any) -> None:

@@ -128,6 +128,30 @@ def test_a_training_runtime_without_namespace_is_in_the_trainjobs_namespace(tmp_
     assert "kind: TrainingRuntime" in out
 
 
+def test_cluster_scoped_objects_written_with_a_namespace_are_found_as_the_api_server_stores_them(
+    tmp_path: Path,
+) -> None:
+    # kube-apiserver clears metadata.namespace of a cluster-scoped object on create, so `kubectl apply`
+    # of a ClusterTrainingRuntime or PriorityClass written with a namespace stores it without one.
+    runtime = yaml.safe_load((ROOT / "test" / "golden" / "runtimes" / "mpi-volcano.yaml").read_text())
+    runtime["metadata"]["namespace"] = "kubeflow-system"
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "training-high", "namespace": "kubeflow-system"},
+        "value": 1000,
+    }
+    runtime_file = tmp_path / "runtime.yaml"
+    runtime_file.write_text(yaml.safe_dump(runtime))
+    existing = tmp_path / "existing.yaml"
+    existing.write_text(yaml.safe_dump(priority_class))
+    trainjob = _write(tmp_path, TRAINJOB.replace("torch-distributed", "mpi-volcano"))
+    code, out, err = _run(trainjob, "-r", runtime_file, "--existing", existing, "-n", "team-a")
+    assert (code, err) == (0, "")
+    snapshot = yaml.safe_load(_objects(out)[0]["data"]["runtime"])
+    assert "namespace" not in snapshot["metadata"]
+
+
 _JAX = (RUNTIMES / "jax-distributed.yaml").read_text()
 
 

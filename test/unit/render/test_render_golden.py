@@ -1,4 +1,4 @@
-"""Golden files: every default runtime (and three example runtimes) x representative TrainJobs, rendered.
+"""Golden files: every default runtime (and four example runtimes) x representative TrainJobs, rendered.
 
 Each case renders `test/golden/trainjobs/<case>.yaml`, pointed at one runtime, with the real command
 line (`--runtime config/runtimes --runtime test/golden/runtimes --existing test/golden/existing`) and
@@ -46,6 +46,7 @@ EXAMPLE_RUNTIMES = {
     "flux-distributed": "ClusterTrainingRuntime",
     "mpi-volcano": "ClusterTrainingRuntime",
     "torch-coscheduling": "TrainingRuntime",
+    "jax-volcano": "ClusterTrainingRuntime",
 }
 COMMON_CASES = ("minimal", "gpus", "runtime-patches", "suspend")
 EXTRA_CASES = {
@@ -246,6 +247,13 @@ NODE_ENV_FACTS: dict[str, dict[str, dict[str, list[tuple[str, Any]]]]] = {
         "runtime-patches": {"node": _jax(2)},
         "suspend": {"node": _jax(3)},
     },
+    # jax-volcano: the JAX envs of jax-distributed; Volcano and the passed-through fields add none.
+    "jax-volcano": {
+        "minimal": {"node": []},
+        "gpus": {"node": _jax(2) + TRAINER_ENV},
+        "runtime-patches": {"node": _jax(2)},
+        "suspend": {"node": _jax(3)},
+    },
     # DMLC_NUM_WORKER counts GPUs across nodes: 2 nodes x 4 GPUs = 8.
     "xgboost-distributed": {
         "minimal": {"node": []},
@@ -332,3 +340,31 @@ def test_golden_objects_are_written_as_upstream_writes_them() -> None:
     flux = next(d for d in _documents("flux-distributed", "minimal") if d["kind"] == "JobSet")
     installer = _pod_specs(flux)["node"]["spec"]["initContainers"][0]
     assert "resources" not in installer  # appended by the plugin, after upstream's typed round trip
+
+
+def test_jax_volcano_is_rendered_as_upstream_renders_it() -> None:
+    # Facts checked against upstream v2.3.0's own pipeline (docs/compatibility.md, "Checks stricter than
+    # upstream's"): the runtime, written with a namespace, is found; resourcesPerNode keeps only limits and
+    # requests (the container's resource claims go, the pod's stay); the PodGroup gets the queue, the
+    # priority class and the network topology.
+    documents = _documents("jax-volcano", "gpus")
+    snapshot = next(d for d in documents if d["kind"] == "ConfigMap")
+    assert "namespace" not in yaml.safe_load(snapshot["data"]["runtime"])["metadata"]
+    jobset = next(d for d in documents if d["kind"] == "JobSet")
+    pod = _pod_specs(jobset)["node"]["spec"]
+    assert set(pod["containers"][0]["resources"]) == {"limits", "requests"}
+    assert pod["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "jax-gpu"}]
+    assert [job.get("dependsOn") for job in jobset["spec"]["replicatedJobs"]] == [
+        None,
+        [{"name": "dataset-initializer", "status": "Complete"}],
+    ]
+    pod_group = next(d for d in documents if d["kind"] == "PodGroup")
+    assert pod_group["spec"] == {
+        "minMember": 3,
+        "minResources": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8"},
+        "networkTopology": {"highestTierAllowed": 2, "mode": "hard"},
+        "priorityClassName": "training-high",
+        "queue": "research",
+    }
+    minimal = next(d for d in _documents("jax-volcano", "minimal") if d["kind"] == "JobSet")
+    assert _pod_specs(minimal)["node"]["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]

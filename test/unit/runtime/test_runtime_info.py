@@ -94,6 +94,31 @@ def test_resources_per_node_merge_into_the_trainer_node_container(make: Make) ->
     assert format_resource_list(info.pod_sets[0].total_requests) == {"cpu": "100"}
 
 
+def test_resources_per_node_keeps_only_limits_and_requests_as_upstream(make: Make) -> None:
+    # Upstream merges only the two resource lists of the runtime's node container with resourcesPerNode
+    # and writes only them back: the container's resource claims (and any in resourcesPerNode) are dropped.
+    node = make.container("node", requests={"cpu": "1"})
+    node["resources"]["claims"] = [{"name": "gpu"}]
+    jobs = [make.job("node", ancestor="trainer", containers=[node])]
+    trainjob = make.trainjob(
+        trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": "1"}, "claims": [{"name": "other"}]}}
+    )
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy={"jax": {}}))
+    assert info.find_container("node", "node").resources == {  # type: ignore[union-attr]
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"cpu": "1"},
+    }
+
+
+def test_resources_per_node_without_lists_leaves_empty_resources(make: Make) -> None:
+    node = make.container("node")
+    node["resources"] = {"claims": [{"name": "gpu"}]}
+    jobs = [make.job("node", ancestor="trainer", containers=[node])]
+    trainjob = make.trainjob(trainer={"resourcesPerNode": {"claims": [{"name": "gpu"}]}})
+    info = build_info(trainjob, make.runtime_spec(*jobs, ml_policy={"jax": {}}))
+    assert info.find_container("node", "node").resources == {}  # type: ignore[union-attr]
+
+
 def test_resources_per_node_is_ignored_without_an_ml_policy(make: Make) -> None:
     # upstream Q16, kept: no mlPolicy, no merge.
     jobs = [make.job("node", ancestor="trainer", containers=[make.container("node", requests={"cpu": "1"})])]
