@@ -1,8 +1,9 @@
-"""YAML as kubectl reads it, safe against hostile input: a loader for every YAML a user or tenant hands us.
+"""YAML as kubectl reads it, safe against hostile input, and as sigs.k8s.io/yaml writes it.
 
 Go origin: `sigs.k8s.io/yaml` (`YAMLToJSON`: go-yaml v2 decodes, then Go's `encoding/json` converts) as
 kubectl and the controllers use it, with go-yaml v2's resolver (`resolve.go`) and its alias-expansion limit
-(`decode.go`, `allowedAliasRatio`). Written anew over PyYAML's event parser (libyaml when available); this
+(`decode.go`, `allowedAliasRatio`); for writing, `Marshal` (go-yaml v2 `encode.go`, `emitterc.go`,
+`sorter.go`). Written anew over PyYAML's event parser (libyaml when available); this
 module builds the values itself, so PyYAML's composer and constructor never see the input.
 
 What a document reads as (the table test in test/unit/render/test_render_input.py is the specification):
@@ -35,9 +36,30 @@ trainer-render); each refusal is a `YAMLInputError` with a line and column, neve
 - Each alias use is a fresh copy: no two places of a document share a mutable value.
 - Messages repeat at most `runtime.echo.ECHO_LIMIT` characters of any value.
 
-`dump` writes YAML that this loader, go-yaml and PyYAML all read back as the same values: a string that
-either would resolve to something else is quoted (`y`, `0o10`, `1e1`, `08` for go-yaml; `1:30`,
-`2001-12-14` for PyYAML), which PyYAML's dumper alone does not do for go-yaml's forms.
+`dump` writes what upstream's `sigs.k8s.io/yaml.Marshal` (v1.6.0: `json.Marshal`, then go-yaml v2.4.3's
+`JSONToYAML`) writes for the JSON value Go holds, byte for byte (test_render_goyaml_marshal.py checks it
+against Go's own output on a hostile corpus):
+- Keys in go-yaml's order (`sorter.go`): non-letters before letters, runs of digits by value (`a2` before
+  `a10`), else by code point. Block style, two spaces, sequences in a mapping not indented; `{}` and `[]`
+  for empty collections; a key longer than 128 bytes or with a line break as `? key` / `: value`.
+- Strings plain when go-yaml's resolver reads them back as strings and its emitter allows it; single-quoted
+  where only an indicator or edge spaces forbid plain; double-quoted with go-yaml's escapes when they would
+  resolve as something else (`"y"`, `"0o10"`, `"2001-12-14"`, `"1:30"`, `""`) or hold characters it does
+  not print (tab, CR, C0 and C1 controls, U+FEFF, anything beyond U+FFFF); literal blocks (`|`, `|-`, `|+`,
+  an indentation hint when it opens with a space) for multi-line ones. Plain and quoted scalars fold at their
+  first single space past column 80; literal blocks never.
+- Numbers as Go's JSON round trip leaves them: `2.0` is `2`, a whole float below 1e21 its shortest digits
+  (`5.368166190431145e16` is `53681661904311450`), an integer beyond 64 bits a float
+  (`1.8446744073709552e+19`), other floats in Go's `%g` (`1e-07`, `1.5e+06`). A U+0085 (NEL) folds
+  with the spaces around it, as go-yaml reads Go's JSON.
+- What it writes reads back through `load` as the value Go holds (not so for NaN and infinities, written
+  `.nan`/`.inf` as go-yaml writes a float, which no JSON value is: Go's `json.Marshal` refuses them).
+
+Deliberate differences from Go's bytes: a key `<<` is quoted (go-yaml writes it plain, then reads it back
+as a merge key); strings with DEL, C1 controls (other than NEL), U+FFFE or U+FFFF, or a key with a NEL,
+which go-yaml refuses to read back from Go's JSON (so `Marshal` fails), are written escaped; for key sets
+on which go-yaml's comparison is not an order (`x1y`, `x9y`, `x10y`) Go's order changes from run to run
+with its map iteration, ours is always the same one.
 
 Deliberately missing: go-yaml's per-node check of the alias ratio inside one alias expansion (the ratio
 is checked after each alias and each node, which refuses the same documents up to rounding), its exact
@@ -48,6 +70,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 import struct
@@ -67,7 +90,6 @@ from yaml.events import (
     SequenceStartEvent,
     StreamEndEvent,
 )
-from yaml.nodes import Node, ScalarNode
 
 from runtime.echo import elide
 
@@ -141,12 +163,32 @@ _BASES = {"x": 16, "o": 8, "b": 2}
 _YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 # strconv.ParseFloat of a value starting with ".": underscores only between digits.
 _DOT_FLOAT = re.compile(r"\.[0-9]+(_[0-9]+)*([eE][-+]?[0-9]+(_[0-9]+)*)?")
-# go-yaml's allowed timestamp layouts (only an explicit !!timestamp tag needs them: plain ones stay strings).
+# go-yaml's parseTimestamp: `time.Parse` with "2006-1-2T15:4:5.999999999Z07:00" (or a lower-case "t"),
+# "2006-1-2 15:4:5.999999999" (one space or more) or "2006-1-2"; the ranges are checked by `_go_timestamp`.
 _TIMESTAMP_RE = re.compile(
-    r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
-    r"(([Tt][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2}))"
-    r"|( [0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?))?"
+    r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
+    r"(?:(?:[Tt]|( +))([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:[.,][0-9]+)?"
+    r"(Z|[+-]([0-9]{2}):([0-9]{2}))?)?"
 )
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _go_timestamp(text: str) -> bool:
+    """Whether go-yaml v2 resolves the plain scalar `text` as a timestamp (its `parseTimestamp`)."""
+    match = _TIMESTAMP_RE.fullmatch(text)
+    if match is None:
+        return False
+    year, month, day, spaces, hour, minute, second, zone, zone_hour, zone_minute = match.groups()
+    if hour is not None and (spaces is None) == (zone is None):
+        return False  # a zone after "T" or "t" only, and always there
+    if not 1 <= int(month) <= 12:
+        return False
+    leap = int(year) % 4 == 0 and (int(year) % 100 != 0 or int(year) % 400 == 0)
+    if not 1 <= int(day) <= _DAYS_IN_MONTH[int(month) - 1] + (leap and int(month) == 2):
+        return False
+    if hour is not None and (int(hour) > 23 or int(minute) > 59 or int(second) > 59):
+        return False
+    return zone_hour is None or (int(zone_hour) <= 24 and int(zone_minute) <= 60)
 
 
 def _go_int(text: str, *, signed: bool) -> int | None:
@@ -185,7 +227,7 @@ def _go_resolve(text: str) -> tuple[str, Any]:
             if math.isfinite(number):
                 return _FLOAT, number
         return _STR, text
-    if _TIMESTAMP_RE.fullmatch(text):
+    if _go_timestamp(text):
         return _TIMESTAMP, text  # decoded into an interface, go-yaml v2 keeps the string
     plain = text.replace("_", "")
     for signed in (True, False):
@@ -199,16 +241,21 @@ def _go_resolve(text: str) -> tuple[str, Any]:
     return _STR, text
 
 
-def _plain_tag(text: str) -> str:
-    """The tag go-yaml gives `text` written as a plain scalar (`<<` is a merge key, timestamps strings)."""
-    if text == "<<":
-        return _MERGE
-    tag = _go_resolve(text)[0]
-    return _STR if tag == _TIMESTAMP else tag
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Go's JSON conversion (sigs.k8s.io/yaml, then encoding/json and the API server's decoding)
+
+
+def _go_g(number: float, digits: str, exponent: int) -> str:
+    """strconv.FormatFloat(number, 'g', -1, _) from its shortest decimal digits (no trailing zeros) and the
+    decimal exponent of the first one: an exponent below -4 or from 6 on is written as `d.ddde+XX`."""
+    sign = "-" if math.copysign(1.0, number) < 0 else ""
+    if exponent < -4 or exponent >= 6:
+        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
+        return f"{sign}{digits[0]}{fraction}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if exponent < 0:
+        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+    whole, fraction = digits[: exponent + 1].ljust(exponent + 1, "0"), digits[exponent + 1 :]
+    return f"{sign}{whole}{'.' + fraction if fraction else ''}"
 
 
 def _go_float32_g(number: float) -> str:
@@ -224,17 +271,22 @@ def _go_float32_g(number: float) -> str:
         text = f"{abs(single):.{precision - 1}e}"
         if struct.unpack("<f", struct.pack("<f", float(text)))[0] == abs(single):
             break
-    mantissa, _, exponent_text = text.partition("e")
-    digits = mantissa.replace(".", "").rstrip("0") or "0"
-    exponent = int(exponent_text)
-    sign = "-" if single < 0 else ""
-    if exponent < -4 or exponent >= 6:
-        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
-        return f"{sign}{digits[0]}{fraction}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
-    if exponent < 0:
-        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
-    whole, fraction = digits[: exponent + 1].ljust(exponent + 1, "0"), digits[exponent + 1 :]
-    return f"{sign}{whole}{'.' + fraction if fraction else ''}"
+    mantissa, _, exponent = text.partition("e")
+    return _go_g(single, mantissa.replace(".", "").rstrip("0") or "0", int(exponent))
+
+
+def _go_float64_g(number: float) -> str:
+    """strconv.FormatFloat(number, 'g', -1, 64) with go-yaml's names for the infinities and NaN (Python's
+    `repr` has the same shortest digits as Go)."""
+    if not math.isfinite(number):
+        return ".nan" if math.isnan(number) else (".inf" if number > 0 else "-.inf")
+    if number == 0:
+        return "-0" if math.copysign(1.0, number) < 0 else "0"
+    mantissa, _, exponent = f"{abs(number)!r}".partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    shift = len(whole) - 1 - (len(whole + fraction) - len(digits))  # leading zeros: 0.00123
+    return _go_g(number, digits.rstrip("0") or "0", int(exponent or 0) + shift)
 
 
 def _json_value(raw: Any, mark: _Mark) -> Any:
@@ -519,17 +571,416 @@ def load(text: str, *, max_nodes: int | None = None) -> Any:
     return None
 
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    """A safe dumper whose plain scalars read back as the same value in go-yaml and in PyYAML alike."""
+# ---------------------------------------------------------------------------------------------------------
+# Writing: sigs.k8s.io/yaml's Marshal (json.Marshal, go-yaml v2's encode.go, emitterc.go, sorter.go)
 
-    def resolve(self, kind: type[Node], value: Any, implicit: tuple[bool, bool]) -> str:
-        pyyaml_tag = str(super().resolve(kind, value, implicit))
-        if kind is not ScalarNode or not implicit[0]:
-            return pyyaml_tag
-        go_tag = _plain_tag(value)
-        return pyyaml_tag if go_tag == _STR else go_tag
+_WIDTH: Final = 80
+"""go-yaml's `best_width`: a plain or quoted scalar is folded at its first space past this column."""
+_INDENT: Final = 2
+_SIMPLE_KEY_BYTES: Final = 128
+"""The longest key (UTF-8 bytes) written as `key: value`; a longer one is written `? key` / `: value`."""
+
+_PLAIN, _SINGLE, _DOUBLE, _LITERAL = "plain", "single", "double", "literal"
+_BREAKS: Final = "\r\n\x85\u2028\u2029"
+_ESCAPES: Final = {
+    "\x00": "0", "\x07": "a", "\x08": "b", "\t": "t", "\n": "n", "\x0b": "v", "\x0c": "f", "\r": "r",
+    "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P",
+}  # fmt: skip
+# Characters go-yaml writes as they are: `is_printable` (tab and CR are not; nor is anything beyond U+FFFF).
+_UNPRINTABLE = re.compile("[^\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+_NEEDS_ESCAPE = re.compile('[^\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]|["\\\\\u2028\u2029]')
+_BLOCK_INDICATOR = re.compile(
+    r"---|\.\.\.|[#,\[\]{}&*!|>'\"%@`]|[?:-](?:[ \t]|\Z)|.+?:(?:[ \t]|\Z)|.*?[ \t\r\n\x85\u2028\u2029\x00]#",
+    re.DOTALL,
+)
+_BREAK_SPACE = re.compile("[\r\n\x85\u2028\u2029] ")
+_SPACE_BREAK = re.compile(" [\r\n\x85\u2028\u2029]")
+_BASE60_FLOAT = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+# Strings plain in any position, whatever the column: the common case, decided without the full analysis.
+_PLAIN_WORD = re.compile(r"[A-Za-z_/=$^()][A-Za-z0-9_./=$^()+-]*")
+_LETTERS_ONLY = re.compile(r"[A-Za-z]*")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+_NEL_RUN = re.compile("[ \x85]*\x85[ \x85]*")
+
+
+def _fold_nel(run: re.Match[str]) -> str:
+    breaks = run.group().count("\x85")
+    return " " if breaks == 1 else "\n" * (breaks - 1)
+
+
+def _go_string(text: str) -> str:
+    """The string go-yaml holds for `text` after JSONToYAML's round trip: a lone surrogate (not UTF-8) is
+    U+FFFD, as json.Marshal writes it; json.Marshal leaves U+0085 (NEL) unescaped, and go-yaml reads it
+    as a line break in a quoted scalar, which it folds with the spaces around it (one is a space, n are
+    n-1 newlines)."""
+    if text.isascii():
+        return text
+    if "\x85" in text:
+        text = _NEL_RUN.sub(_fold_nel, text)
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _wrap64(value: int) -> int:
+    """`value` as Go's int64 arithmetic leaves it (wrapping around)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def _key_less(a: str, b: str) -> bool:
+    """go-yaml v2's `keyList.Less` for two string keys: letters after everything else, runs of digits by
+    their value (`a2` before `a10`), then by code point; a prefix first."""
+    for i in range(min(len(a), len(b))):
+        x, y = a[i], b[i]
+        if x == y:
+            continue
+        x_letter, y_letter = x.isalpha(), y.isalpha()
+        if x_letter and y_letter:
+            return x < y
+        if x_letter or y_letter:
+            return y_letter
+        x_number = y_number = 0
+        if x == "0" or y == "0":
+            j = i - 1
+            while j >= 0 and a[j].isdecimal():
+                if a[j] != "0":
+                    x_number = y_number = 1
+                    break
+                j -= 1
+        x_end = i
+        while x_end < len(a) and a[x_end].isdecimal():
+            x_number = _wrap64(x_number * 10 + ord(a[x_end]) - 48)
+            x_end += 1
+        y_end = i
+        while y_end < len(b) and b[y_end].isdecimal():
+            y_number = _wrap64(y_number * 10 + ord(b[y_end]) - 48)
+            y_end += 1
+        if x_number != y_number:
+            return x_number < y_number
+        if x_end != y_end:
+            return x_end < y_end
+        return x < y
+    return len(a) < len(b)
+
+
+def _key_compare(a: str, b: str) -> int:
+    return -1 if _key_less(a, b) else int(_key_less(b, a))
+
+
+_KEY_ORDER = functools.cmp_to_key(_key_compare)
+
+
+def _sorted_keys(mapping: dict[str, Any]) -> list[str]:
+    keys = list(mapping)
+    if all(_LETTERS_ONLY.fullmatch(key) for key in keys):
+        return sorted(keys)  # the same order, cheaper
+    return sorted(keys, key=_KEY_ORDER)
+
+
+def _go_number(number: int | float) -> str:
+    """A number as sigs.k8s.io/yaml writes it: Go's JSON text of it (a float in its shortest form, whole ones
+    below 1e21 without an exponent) read back by go-yaml as an int64, else a uint64, else a float64, and
+    written again (`2.0` is `2`, `1e20` is `1e+20`, beyond 64 bits a float)."""
+    if isinstance(number, int):
+        if _INT64[0] <= number <= _UINT64_MAX:
+            return str(number)
+        try:
+            return _go_float64_g(float(number))
+        except OverflowError:  # strconv.ParseFloat's ErrRange: go-yaml keeps the digits as a string
+            return str(number)
+    if number.is_integer() and abs(number) < 1e21:
+        mantissa, _, exponent = f"{abs(number)!r}".partition("e")
+        whole, _, fraction = mantissa.partition(".")
+        digits = (whole + fraction).rstrip("0") or "0"
+        written = int(digits) * 10 ** (int(exponent or 0) + len(whole) - len(digits))  # 'f' format, -1
+        written = -written if number < 0 else written
+        if _INT64[0] <= written <= _UINT64_MAX:
+            return str(written)
+    return _go_float64_g(number)
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """go-yaml's `yaml_emitter_analyze_scalar` of a string, as far as block context needs it."""
+
+    multiline: bool
+    plain: bool
+    single_quoted: bool
+    literal: bool
+
+
+def _analyze(text: str) -> _Analysis:
+    if not text:
+        return _Analysis(multiline=False, plain=True, single_quoted=True, literal=False)
+    special = _UNPRINTABLE.search(text) is not None
+    breaks = any(c in text for c in _BREAKS)
+    space_break = _SPACE_BREAK.search(text) is not None
+    break_space = _BREAK_SPACE.search(text) is not None
+    edges = text[0] == " " or text[-1] == " " or text[0] in _BREAKS or text[-1] in _BREAKS
+    indicators = _BLOCK_INDICATOR.match(text) is not None
+    return _Analysis(
+        multiline=breaks,
+        plain=not (edges or breaks or special or space_break or break_space or indicators),
+        single_quoted=not (special or space_break or break_space),
+        literal=not (special or space_break or text[-1] == " "),
+    )
+
+
+def _requested_style(text: str) -> str:
+    """go-yaml's `stringv`: literal when multi-line, plain when it reads back as the same string (not
+    another type, not a YAML 1.1 base-60 float), else double-quoted."""
+    if "\n" in text:
+        return _LITERAL
+    if _go_resolve(text)[0] == _STR and not (":" in text and _BASE60_FLOAT.fullmatch(text)):
+        return _PLAIN
+    return _DOUBLE
+
+
+class _Emitter:
+    """go-yaml v2's emitter (a port of libyaml's) for the events its encoder makes of a JSON value: block
+    mappings and sequences, `{}` and `[]` for empty ones, scalars in the style `stringv` asks for as far
+    as the emitter allows it. The fields are the emitter's own (`column` counts characters)."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.column = 0
+        self.indent = -1
+        self.indents: list[int] = []
+        self.whitespace = True
+        self.indention = True
+        self.mapping_context = False
+
+    # Writing primitives (emitterc.go: put, put_break, write_indent, write_indicator)
+
+    def put(self, text: str) -> None:
+        self.out.append(text)
+        self.column += len(text)
+
+    def put_break(self) -> None:
+        self.out.append("\n")
+        self.column = 0
+
+    def write_break(self, char: str) -> None:
+        self.out.append(char)
+        self.column = 0
+
+    def write_indent(self) -> None:
+        indent = max(self.indent, 0)
+        if not self.indention or self.column > indent or (self.column == indent and not self.whitespace):
+            self.put_break()
+        if self.column < indent:
+            self.put(" " * (indent - self.column))
+        self.whitespace = self.indention = True
+
+    def write_indicator(self, indicator: str, need_space: bool, whitespace: bool, indention: bool) -> None:
+        if need_space and not self.whitespace:
+            self.put(" ")
+        self.put(indicator)
+        self.whitespace = whitespace
+        self.indention = self.indention and indention
+
+    def increase_indent(self, *, flow: bool, indentless: bool) -> None:
+        self.indents.append(self.indent)
+        if self.indent < 0:
+            self.indent = _INDENT if flow else 0
+        elif not indentless:
+            self.indent += _INDENT
+
+    # Nodes
+
+    def node(self, value: Any, *, mapping: bool = False, simple_key: bool = False) -> None:
+        self.mapping_context = mapping
+        if isinstance(value, dict):
+            if value:
+                self.block_mapping(value)
+            else:
+                self.write_indicator("{", True, True, False)
+                self.write_indicator("}", False, False, False)
+        elif isinstance(value, list):
+            if value:
+                self.block_sequence(value)
+            else:
+                self.write_indicator("[", True, True, False)
+                self.write_indicator("]", False, False, False)
+        elif isinstance(value, str):
+            self.string(value, simple_key=simple_key)
+        elif isinstance(value, bool):
+            self.scalar("true" if value else "false", _PLAIN, simple_key=simple_key)
+        elif isinstance(value, (int, float)):
+            self.scalar(_go_number(value), _PLAIN, simple_key=simple_key)
+        elif value is None:
+            self.scalar("null", _PLAIN, simple_key=simple_key)
+        else:
+            raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+    def block_mapping(self, mapping: dict[str, Any]) -> None:
+        self.increase_indent(flow=False, indentless=False)
+        for key in _sorted_keys(mapping):
+            if not isinstance(key, str):
+                raise TypeError(f"not a JSON object key: {type(key).__name__}")
+            self.write_indent()
+            text = _go_string(key)
+            if (len(text) * 4 <= _SIMPLE_KEY_BYTES or len(text.encode()) <= _SIMPLE_KEY_BYTES) and not any(
+                c in text for c in _BREAKS
+            ):
+                if text == "<<":  # go-yaml writes it plain, then reads it back as a merge key
+                    self.scalar(text, _DOUBLE, simple_key=True)
+                else:
+                    self.string(text, simple_key=True)
+                self.write_indicator(":", False, False, False)
+            else:
+                self.write_indicator("?", True, False, True)
+                self.string(text, simple_key=False)
+                self.write_indent()
+                self.write_indicator(":", True, False, True)
+            self.node(mapping[key], mapping=True)
+        self.indent = self.indents.pop()
+
+    def block_sequence(self, sequence: list[Any]) -> None:
+        self.increase_indent(flow=False, indentless=self.mapping_context and not self.indention)
+        for item in sequence:
+            self.write_indent()
+            self.write_indicator("-", True, False, True)
+            self.node(item)
+        self.indent = self.indents.pop()
+
+    # Scalars (emitterc.go: select_scalar_style, process_scalar and the four writers)
+
+    def string(self, text: str, *, simple_key: bool) -> None:
+        text = _go_string(text)
+        if _PLAIN_WORD.fullmatch(text) and _go_resolve(text)[0] == _STR:
+            self.scalar(text, _PLAIN, simple_key=simple_key, analysis=_WORD)
+        else:
+            self.scalar(text, _requested_style(text), simple_key=simple_key)
+
+    def scalar(self, text: str, style: str, *, simple_key: bool, analysis: _Analysis | None = None) -> None:
+        found = analysis or _analyze(text)
+        if simple_key and found.multiline:
+            style = _DOUBLE
+        if style == _PLAIN and (not found.plain or (not text and simple_key)):
+            style = _SINGLE
+        if style == _SINGLE and not found.single_quoted:
+            style = _DOUBLE
+        if style == _LITERAL and (not found.literal or simple_key):
+            style = _DOUBLE
+        self.increase_indent(flow=True, indentless=False)
+        if style == _PLAIN:
+            self.plain(text, breaks_allowed=not simple_key)
+        elif style == _SINGLE:
+            self.single_quoted(text, breaks_allowed=not simple_key)
+        elif style == _DOUBLE:
+            self.double_quoted(text, breaks_allowed=not simple_key)
+        else:
+            self.literal(text)
+        self.indent = self.indents.pop()
+
+    def plain(self, text: str, *, breaks_allowed: bool) -> None:
+        if not self.whitespace:
+            self.put(" ")
+        if not breaks_allowed or " " not in text or self.column + len(text) <= _WIDTH + 1:
+            self.put(text)  # no space past the width: written whole
+        else:
+            spaces = False
+            for i, char in enumerate(text):
+                if char == " ":
+                    if not spaces and self.column > _WIDTH and text[i + 1] != " ":
+                        self.write_indent()
+                    else:
+                        self.put(char)
+                    spaces = True
+                else:
+                    self.put(char)
+                    self.indention = spaces = False
+        self.whitespace = self.indention = False
+
+    def single_quoted(self, text: str, *, breaks_allowed: bool) -> None:
+        self.write_indicator("'", True, False, False)
+        spaces = breaks = False
+        last = len(text) - 1
+        for i, char in enumerate(text):
+            if char == " ":
+                fold = breaks_allowed and not spaces and self.column > _WIDTH
+                if fold and 0 < i < last and text[i + 1] != " ":
+                    self.write_indent()
+                else:
+                    self.put(char)
+                spaces = True
+            elif char in _BREAKS:
+                if not breaks and char == "\n":
+                    self.put_break()
+                self.write_break(char)
+                self.indention = breaks = True
+            else:
+                if breaks:
+                    self.write_indent()
+                self.put("''" if char == "'" else char)
+                self.indention = spaces = breaks = False
+        self.write_indicator("'", False, False, False)
+        self.whitespace = self.indention = False
+
+    def double_quoted(self, text: str, *, breaks_allowed: bool) -> None:
+        self.write_indicator('"', True, False, False)
+        spaces = False
+        last = len(text) - 1
+        for i, char in enumerate(text):
+            if _NEEDS_ESCAPE.match(char):
+                self.put("\\" + (_ESCAPES.get(char) or _hex_escape(ord(char))))
+                spaces = False
+            elif char == " ":
+                if breaks_allowed and not spaces and self.column > _WIDTH and 0 < i < last:
+                    self.write_indent()
+                    if text[i + 1] == " ":
+                        self.put("\\")
+                else:
+                    self.put(char)
+                spaces = True
+            else:
+                self.put(char)
+                spaces = False
+        self.write_indicator('"', False, False, False)
+        self.whitespace = self.indention = False
+
+    def literal(self, text: str) -> None:
+        self.write_indicator("|", True, False, False)
+        if text[0] == " " or text[0] in _BREAKS:
+            self.write_indicator(str(_INDENT), False, False, False)
+        if text[-1] not in _BREAKS:
+            self.write_indicator("-", False, False, False)
+        elif len(text) == 1 or text[-2] in _BREAKS:
+            self.write_indicator("+", False, False, False)
+        self.put_break()
+        self.indention = self.whitespace = True
+        breaks = True
+        for line in _LINES.split(text):
+            if not line:
+                continue
+            if line in _BREAKS:
+                self.write_break(line)
+                self.indention = breaks = True
+            else:
+                if breaks:
+                    self.write_indent()
+                self.put(line)
+                self.indention = breaks = False
+
+
+def _hex_escape(code: int) -> str:
+    if code <= 0xFF:
+        return f"x{code:02X}"
+    return f"u{code:04X}" if code <= 0xFFFF else f"U{code:08X}"
+
+
+_WORD: Final = _Analysis(multiline=False, plain=True, single_quoted=True, literal=True)
+_LINES = re.compile(f"([{_BREAKS}])")
 
 
 def dump(value: Any) -> str:
-    """Block-style YAML of a JSON value, keys sorted (as sigs.k8s.io/yaml writes them)."""
-    return str(yaml.dump(value, Dumper=_Dumper, sort_keys=True, default_flow_style=False))
+    """The text sigs.k8s.io/yaml's `Marshal` (v1.6.0, go-yaml v2.4.3) writes for the JSON value Go holds as
+    `value`, byte for byte (see the module docstring for what it cannot be given)."""
+    emitter = _Emitter()
+    emitter.node(value)
+    emitter.indent = -1
+    emitter.write_indent()
+    return "".join(emitter.out)

@@ -6,10 +6,12 @@ Guarantees:
 - `build_snapshot` returns the ConfigMap apply body: name `<trainjob>-runtime-snapshot`, the TrainJob's
   namespace, the TrainJob as controller owner (so it is garbage-collected with it), the label
   `trainer.kubeflow.org/trainjob-name: <trainjob>` (not upstream's: it puts the snapshot in the controller's
-  label-narrowed ConfigMap cache, which the MPI and Flux watches declare), and `data.runtime`,
-  the YAML of the whole runtime object (`apiVersion`, `kind`, `metadata`, `spec`; keys sorted, as Go's
-  `sigs.k8s.io/yaml` writes them), written so that go-yaml and PyYAML read back the same values
-  (`runtime.kubeyaml.dump`). The runtime's `managedFields` and `status` are left out.
+  label-narrowed ConfigMap cache, which the MPI and Flux watches declare), and `data.runtime`, the text
+  upstream's `sigs.k8s.io/yaml.Marshal` writes for the runtime: the runtime passes through one function,
+  `_go_json_value` (the value Go's `json.Marshal` makes of the typed runtime), then `runtime.kubeyaml.dump`
+  (go-yaml's text of that value, byte for byte). What still differs from upstream's text, and why, is in
+  docs/compatibility.md ("The runtime snapshot"): chiefly `metadata.managedFields`, which the controller's
+  cache strips and upstream's keeps.
 - `read_snapshot` accepts a ConfigMap only if it is controlled by this TrainJob (owner UID), has the
   `runtime` key, parses as a YAML mapping, and names the runtime the TrainJob references (kind and group
   when the TrainJob sets them, and name); otherwise it raises `SnapshotError` with upstream's message.
@@ -92,19 +94,26 @@ def snapshot_name(trainjob: TrainJob) -> str:
 
 def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """The snapshot ConfigMap of `runtime` (a TrainingRuntime or ClusterTrainingRuntime of `kind`)."""
-    metadata = {k: v for k, v in (runtime.get("metadata") or {}).items() if k != "managedFields"}
-    frozen = {
-        "apiVersion": constants.API_VERSION,
-        "kind": kind,
-        "metadata": metadata,
-        "spec": runtime.get("spec"),
-    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": owned_object_metadata(trainjob, snapshot_name(trainjob)),
-        "data": {constants.RUNTIME_SNAPSHOT_KEY: _dump(frozen)},
+        "data": {constants.RUNTIME_SNAPSHOT_KEY: _dump(_go_json_value(runtime, kind))},
     }
+
+
+def _go_json_value(runtime: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The JSON value Go's `json.Marshal` makes of the typed runtime as upstream's cached client returns it:
+    `apiVersion` and `kind` set (the cache reader sets them), `metadata` as the API server returned it,
+    `spec`.
+
+    Placeholder: the struct rules (which empty fields Go writes, which it omits; unknown fields dropped)
+    are to come from `runtime.api`'s Go marshalling of a typed (Cluster)TrainingRuntime, which replaces
+    the body of this function. Until then the metadata and spec are kept as read, without `managedFields`
+    (the cache strips them at ingestion, so they are never here; see the module docstring)."""
+    metadata = {k: v for k, v in (runtime.get("metadata") or {}).items() if k != "managedFields"}
+    spec = runtime.get("spec")
+    return {"apiVersion": constants.API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
 
 
 def _dump(frozen: Mapping[str, Any]) -> str:

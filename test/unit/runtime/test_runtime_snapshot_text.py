@@ -1,0 +1,59 @@
+"""The runtime snapshot's text is the text upstream writes for the same runtime, byte for byte.
+
+`snapshot_text.json` holds every default runtime (`config/runtimes/`) and every example runtime of the
+golden files (`test/golden/runtimes/`) as the API server returns it (`creationTimestamp`, `generation`,
+`resourceVersion`, `uid`; a namespace for a TrainingRuntime; one applied with `kubectl apply`, so with its
+`last-applied-configuration` annotation), and the text `sigs.k8s.io/yaml.Marshal` v1.6.0 wrote for the JSON
+value the snapshot stores (`runtime.core.snapshot._go_json_value`).
+
+How the file was produced: the same throwaway Go program as `test/unit/render/goyaml_marshal.json` (see
+`test/unit/render/test_render_goyaml_marshal.py`), given `_go_json_value(runtime, kind)` of each runtime.
+When `_go_json_value` becomes Go's `json.Marshal` of the typed runtime (its docstring), regenerate the
+`yaml` fields from upstream's own pipeline (`hack/tools/upstream-render snapshot`) and review the diff: only
+the struct rules (`resources: {}`, `metadata: {}`) may change it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import kubeyaml
+from runtime.api import constants
+from runtime.core.snapshot import build_snapshot, read_snapshot
+from runtime.testing import Make
+
+RUNTIMES = json.loads(Path(__file__).with_name("snapshot_text.json").read_text(encoding="utf-8"))["runtimes"]
+
+
+def _id(case: dict[str, Any]) -> str:
+    return Path(case["file"]).stem
+
+
+@pytest.mark.parametrize("case", RUNTIMES, ids=_id)
+def test_the_snapshot_of_a_runtime_is_the_text_upstream_writes(make: Make, case: dict[str, Any]) -> None:
+    configmap = build_snapshot(make.trainjob(), case["runtime"], case["kind"])
+    assert configmap["data"][constants.RUNTIME_SNAPSHOT_KEY] == case["yaml"]
+
+
+@pytest.mark.parametrize("case", RUNTIMES, ids=_id)
+def test_the_snapshot_reads_back_as_the_runtime(make: Make, case: dict[str, Any]) -> None:
+    runtime = case["runtime"]
+    trainjob = make.trainjob(runtime=runtime["metadata"]["name"], kind=case["kind"])
+    configmap = build_snapshot(trainjob, runtime, case["kind"])
+    assert read_snapshot(configmap, trainjob) == runtime
+
+
+def test_managed_fields_are_left_out(make: Make) -> None:
+    # Upstream's cache keeps them and its snapshot holds them; ours strips them at ingestion, so a runtime
+    # never has them here (docs/compatibility.md, "The runtime snapshot"); were one given, they are dropped.
+    case = RUNTIMES[0]
+    runtime = copy.deepcopy(case["runtime"])
+    runtime["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {}}]
+    text = build_snapshot(make.trainjob(), runtime, case["kind"])["data"][constants.RUNTIME_SNAPSHOT_KEY]
+    assert text == case["yaml"]
+    assert "managedFields" not in kubeyaml.load(text)["metadata"]
