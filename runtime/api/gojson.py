@@ -92,8 +92,9 @@ def go_json(value: Any, go_type: str) -> Any:
 def go_semantic_form(value: Any, go_type: str) -> Any:
     """A form of `value` (decoded into `go_type`) that is equal for values `equality.Semantic` equates.
 
-    `go_json`, with empty and null slices, maps and pointers left out: Semantic.DeepEqual equates an empty
-    slice or map with a nil one; quantities are canonical, so equal values read equal.
+    `go_json`, with empty and null slices and maps left out: Semantic.DeepEqual equates an empty slice or
+    map with a nil one (not a nil pointer with a pointer to an empty struct); quantities are canonical, so
+    equal values read equal (bar `1Ki` and `1024`, equal by `Cmp` but written apart).
     """
     return _node(go_type).encode(value, True)[0]
 
@@ -238,7 +239,7 @@ class _Struct(_Node):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        # (json name, node, omitempty, omitzero, a slice/map/pointer/any: left out when empty in semantic)
+        # (json name, node, omitempty, omitzero, a slice or map: left out when empty or null in semantic)
         self.fields: list[tuple[str, _Node, bool, bool, bool]] = []
         self._zero: tuple[Any, bool, bool] | None = None
 
@@ -378,6 +379,6 @@ def _flatten(name: str, structs: Mapping[str, Any]) -> list[tuple[str, _Node, bo
     for depth, json_name, flags, go_type in found:
         if depth != shallowest[json_name] or sum(1 for f in found if f[1] == json_name and f[0] == depth) > 1:
             continue  # hidden by a shallower field, or ambiguous at its depth: Go writes neither
-        collection = go_type.startswith(("*", "[]", "map[")) or go_type in ("any", "bytes")
+        collection = go_type.startswith(("[]", "map[")) or go_type == "bytes"
         fields.append((json_name, _node(go_type), "o" in flags, "z" in flags, collection))
     return fields
