@@ -239,9 +239,11 @@ class _Struct(_Node):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        # (json name, node, omitempty, omitzero, a slice or map: left out when empty or null in semantic)
-        self.fields: list[tuple[str, _Node, bool, bool, bool]] = []
-        self._zero: tuple[Any, bool, bool] | None = None
+        # (json name, node, omitempty, omitzero, a slice or map: left out when empty or null in semantic,
+        # written when absent: neither omitzero nor omitempty with a type whose zero value is empty)
+        self.fields: list[tuple[str, _Node, bool, bool, bool, bool]] = []
+        self.positions: dict[str, int] = {}  # json name -> index in `fields`
+        self.always: list[int] = []  # the fields written when absent
 
     def encode(self, value: Any, semantic: bool) -> tuple[Any, bool, bool]:
         if value is _MISSING or value is None:
@@ -250,9 +252,17 @@ class _Struct(_Node):
             return _copy(value), False, False
         out: dict[str, Any] = {}
         zero = True
-        get = value.get
-        for name, node, omitempty, omitzero, collection in self.fields:
-            written, is_zero, is_empty = node.encode(get(name, _MISSING), semantic)
+        positions = self.positions
+        present = [positions[key] for key in value if key in positions]
+        if self.always:
+            present = sorted(set(present).union(self.always))
+        else:
+            present.sort()
+        fields = self.fields
+        for position in present:
+            name, node, omitempty, omitzero, collection, _ = fields[position]
+            item = value.get(name, _MISSING)
+            written, is_zero, is_empty = node.encode(item, semantic)
             zero = zero and is_zero
             if (omitempty and is_empty) or (omitzero and is_zero):
                 continue
@@ -267,12 +277,19 @@ class _Quantity(_Node):
         if value is _MISSING or value is None:
             return "0", True, False
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            try:
-                quantity = Quantity.parse(value)
-            except InvalidQuantityError:
-                return value, False, False
-            return str(quantity), quantity.is_zero(), False
+            written, zero = _canonical_quantity(value)
+            return written, zero, False
         return _copy(value), False, False
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _canonical_quantity(raw: str | int | float) -> tuple[Any, bool]:
+    """(Go's text for the quantity `raw`, whether it is zero); `raw` itself when it does not parse."""
+    try:
+        quantity = Quantity.parse(raw)
+    except InvalidQuantityError:
+        return raw, False
+    return str(quantity), quantity.is_zero()
 
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
@@ -351,6 +368,8 @@ def _node(go_type: str) -> _Node:
         node = _Struct(go_type)
         _STRUCTS[go_type] = node  # before the fields: a struct may name itself
         node.fields = _flatten(go_type, structs)
+        node.positions = {field[0]: index for index, field in enumerate(node.fields)}
+        node.always = [index for index, field in enumerate(node.fields) if field[5]]
         return node
     if re.fullmatch(r"string|bool|u?int(8|16|32|64)?|float(32|64)", go_type):
         return _Scalar(go_type)
@@ -360,7 +379,7 @@ def _node(go_type: str) -> _Node:
 _STRUCTS: dict[str, _Struct] = {}
 
 
-def _flatten(name: str, structs: Mapping[str, Any]) -> list[tuple[str, _Node, bool, bool, bool]]:
+def _flatten(name: str, structs: Mapping[str, Any]) -> list[tuple[str, _Node, bool, bool, bool, bool]]:
     """The fields `encoding/json` sees in struct `name`, embedded ones in place; the shallowest name wins."""
     found: list[tuple[int, str, str, str]] = []  # (depth, json name, flags, type)
 
@@ -380,5 +399,10 @@ def _flatten(name: str, structs: Mapping[str, Any]) -> list[tuple[str, _Node, bo
         if depth != shallowest[json_name] or sum(1 for f in found if f[1] == json_name and f[0] == depth) > 1:
             continue  # hidden by a shallower field, or ambiguous at its depth: Go writes neither
         collection = go_type.startswith(("[]", "map[")) or go_type == "bytes"
-        fields.append((json_name, _node(go_type), "o" in flags, "z" in flags, collection))
+        node = _node(go_type)
+        omitempty, omitzero = "o" in flags, "z" in flags
+        absent_empty = not isinstance(node, _Struct) and node.encode(_MISSING, False)[2]
+        fields.append(
+            (json_name, node, omitempty, omitzero, collection, not (omitzero or (omitempty and absent_empty)))
+        )
     return fields

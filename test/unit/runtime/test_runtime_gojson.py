@@ -25,6 +25,7 @@ from runtime.api.gojson import (
     go_json_resource_requirements,
     go_json_training_runtime,
     go_round_trip_jobset_spec,
+    go_semantic_form,
     table,
 )
 from runtime.framework import MemoryReader
@@ -448,3 +449,14 @@ def test_the_committed_table_has_no_hand_edits_and_names_every_reachable_struct(
                 "FieldsV1",
             }, (name, json_name, go_type)
     assert set(table()["roots"]) <= set(structs)
+
+
+def test_semantic_form_equates_zero_values_with_absent_ones_and_not_an_empty_struct_with_none() -> None:
+    def form(**pod_spec: Any) -> Any:
+        return go_semantic_form([_runtime_patch(**pod_spec)], "[]trainer/v1alpha1.RuntimePatch")
+
+    assert form(containers=[{"name": "a", "env": []}]) == form(containers=[{"name": "a"}])
+    assert form(containers=[{"name": "a", "resources": {"limits": {"cpu": "1000m"}}}]) == form(
+        containers=[{"name": "a", "resources": {"limits": {"cpu": 1}}}]
+    )
+    assert form(securityContext={}) != form()
