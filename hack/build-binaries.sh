@@ -4,7 +4,8 @@
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
 #                                     kueue, trainer, upstream-render; and for the kind tier: kind,
-#                                     kubernetes-node, coredns, crictl, pause)
+#                                     kubernetes-node, coredns, crictl, pause; gotypes, the Go type table
+#                                     generator)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -48,6 +49,10 @@ k8s_node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
 coredns_dir="$cache/bin/coredns-$COREDNS_VERSION"
 crictl_dir="$cache/bin/crictl-$CRI_TOOLS_VERSION"
 pause_dir="$cache/bin/pause-$KUBERNETES_VERSION"
+# The Go type table generator (hack/tools/gotypes, runtime/api/gotypes.json): a tool of this repository,
+# so its directory is named by a hash of its files as well as by the Trainer version it reads.
+gotypes_dir="$cache/bin/gotypes-$TRAINER_VERSION-$(cat "$here"/tools/gotypes/go.mod "$here"/tools/gotypes/go.sum \
+  "$here"/tools/gotypes/*.go | sha256sum | cut -c1-12)"
 
 print_dirs() {
   printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\nKUEUE_BIN=%s\nTRAINER_BIN=%s\n' \
@@ -55,6 +60,7 @@ print_dirs() {
   printf 'UPSTREAM_RENDER_BIN=%s\n' "$upstream_render_dir"
   printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
     "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
+  printf 'GOTYPES_BIN=%s\n' "$gotypes_dir"
 }
 
 if [[ "${1:-}" == "--print" ]]; then
@@ -222,7 +228,13 @@ pause_version() {
   sed -nE 's/^[[:space:]]*PauseVersion = "([^"]+)"/\1/p' "$dir/cmd/kubeadm/app/constants/constants.go"
 }
 
+build_gotypes() {  # this repository's own tool, from the same pinned modules as upstream's controller
+  cd "$here/tools/gotypes"
+  go build -trimpath -ldflags "-s -w" -o "$OUT/gotypes" .
+}
+
 all_components="etcd kubernetes kwok jobset helm kueue trainer upstream-render kind kubernetes-node coredns crictl pause"
+all_components+=" gotypes"
 # Components named on the command line, or all of them.
 only=" ${*:-$all_components} "
 for n in "$@"; do
@@ -245,6 +257,7 @@ wanted kubernetes-node && ! complete "$k8s_node_dir" kubelet kubeadm kube-proxy 
 wanted coredns && ! complete "$coredns_dir" coredns && need+=(coredns)
 wanted crictl && ! complete "$crictl_dir" crictl && need+=(crictl)
 wanted pause && ! complete "$pause_dir" pause && need+=(pause)
+wanted gotypes && ! complete "$gotypes_dir" gotypes && need+=(gotypes)
 
 if (( ${#need[@]} )); then
   preflight
@@ -263,6 +276,7 @@ if (( ${#need[@]} )); then
       coredns) build coredns "$coredns_dir" build_coredns ;;
       crictl) build crictl "$crictl_dir" build_crictl ;;
       pause) build pause "$pause_dir" build_pause ;;
+      gotypes) build gotypes "$gotypes_dir" build_gotypes ;;
     esac
   done
 fi

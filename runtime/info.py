@@ -48,10 +48,8 @@ from typing import Any, cast
 import orjson
 
 from runtime.api import constants
-from runtime.api.core import ResourceRequirements
-from runtime.api.omitempty import omit_empty
+from runtime.api.gojson import go_json_resource_requirements, go_json_runtime_patch_spec
 from runtime.api.v1alpha1 import (
-    JobSetSpecPatch,
     MLPolicy,
     PodGroupPolicy,
     TrainingRuntimeSpec,
@@ -495,7 +493,7 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
             continue
         manager = as_dict(patch).get("manager")
         try:
-            spec = strategic_merge(spec, omit_empty(as_dict(patch_spec), JobSetSpecPatch), JOBSET_SPEC)
+            spec = strategic_merge(spec, go_json_runtime_patch_spec(as_dict(patch_spec)), JOBSET_SPEC)
         except StrategicMergeError as exc:
             raise RuntimePatchError(
                 f"applying runtime patch of manager {manager!r}: {exc}",
@@ -520,7 +518,7 @@ def _merge_trainer_resources(
     As upstream, only `limits` and `requests` take part and come out: the container's resource `claims`
     (and any in `resourcesPerNode`) are dropped from the rendered container, since upstream copies the two
     resource lists into the merge and back, and nothing else."""
-    patch = omit_empty(dict(resources_per_node), ResourceRequirements)
+    patch = go_json_resource_requirements(resources_per_node)
     for rjob in jobs:
         job = as_dict(rjob)
         labels = as_dict(as_dict(as_dict(job.get("template")).get("metadata")).get("labels"))
@@ -549,9 +547,9 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
     """The Info of a TrainJob on a runtime, before any plugin ran (Go `newRuntimeInfo`).
 
     1. Labels and annotations: the runtime template's, then each runtime patch's, later keys winning.
-    2. Each runtime patch's template spec, with empty maps and lists omitted as Go's typed patch omits them
-       (`runtime.api.omitempty`: an empty struct such as `emptyDir: {}` stays), is strategic-merged into
-       the template spec, in list order; the replicated jobs' order is then restored.
+    2. Each runtime patch's template spec, written as Go writes its typed `JobSetSpecPatch`
+       (`runtime.api.gojson`: empty maps and lists go, an empty struct such as `emptyDir: {}` stays), is
+       strategic-merged into the template spec, in list order; the replicated jobs' order is then restored.
     3. `spec.trainer.resourcesPerNode` is strategic-merged into the `limits` and `requests` (only: resource
        `claims` are dropped, as upstream) of the `node` container of each replicated job
        labelled ancestor `trainer` (only when the runtime has an mlPolicy, as upstream: without one it is

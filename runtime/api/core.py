@@ -93,8 +93,9 @@ class VolumeMount(TypedDict, total=False):
     subPath: str
 
 
-# The embedded types below are typed down to every map (`dict[str, V]`) a runtime patch can carry: Go omits
-# an empty map from the patch, never an empty struct (`runtime.api.omitempty`). Other fields stay opaque.
+# The embedded types below are typed down to every map (`dict[str, V]`) a runtime patch can carry, so the CRD
+# schema tells maps from structs. Other fields stay opaque. (How Go writes them back is read off the Go
+# types themselves: `runtime.api.gojson`.)
 
 
 @schema(Embedded("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"))

@@ -48,8 +48,9 @@ import orjson
 
 from runtime import kubeyaml
 from runtime.api import constants
+from runtime.api.gojson import go_json_training_runtime
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import ObjectView, TrainJobView
+from runtime.api.views import ObjectView, TrainJobView, as_dict
 from runtime.core.errors import SnapshotError
 from runtime.echo import elide
 from runtime.framework.reader import Reader
@@ -104,16 +105,18 @@ def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) ->
 
 def _go_json_value(runtime: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """The JSON value Go's `json.Marshal` makes of the typed runtime as upstream's cached client returns it:
-    `apiVersion` and `kind` set (the cache reader sets them), `metadata` as the API server returned it,
-    `spec`.
-
-    Placeholder: the struct rules (which empty fields Go writes, which it omits; unknown fields dropped)
-    are to come from `runtime.api`'s Go marshalling of a typed (Cluster)TrainingRuntime, which replaces
-    the body of this function. Until then the metadata and spec are kept as read, without `managedFields`
-    (the cache strips them at ingestion, so they are never here; see the module docstring)."""
-    metadata = {k: v for k, v in (runtime.get("metadata") or {}).items() if k != "managedFields"}
-    spec = runtime.get("spec")
-    return {"apiVersion": constants.API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
+    `apiVersion` and `kind` set (the cache reader sets them), `metadata` as the API server returned it, then
+    Go's struct rules (`runtime.api.gojson.go_json_training_runtime`: which empty fields are written, which
+    are omitted, quantities canonical, unknown fields dropped). `managedFields` are left out: the cache
+    strips them at ingestion, so they are never here, and a render input's are dropped the same way."""
+    metadata = {k: v for k, v in as_dict(runtime.get("metadata")).items() if k != "managedFields"}
+    typed = {
+        "apiVersion": constants.API_VERSION,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": runtime.get("spec"),
+    }
+    return go_json_training_runtime(typed)
 
 
 def _dump(frozen: Mapping[str, Any]) -> str:

@@ -40,8 +40,8 @@ from typing import Any, cast
 import orjson
 
 from runtime.api import constants
-from runtime.api.omitempty import go_round_trip_jobset_spec, omit_empty
-from runtime.api.v1alpha1 import RuntimePatch, TrainJob
+from runtime.api.gojson import RUNTIME_PATCHES, go_round_trip_jobset_spec, go_semantic_form
+from runtime.api.v1alpha1 import TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
 from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
 from runtime.core.status import set_condition
@@ -390,8 +390,8 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             return []  # immutability only makes sense on updates
         old_view, new_view = TrainJobView(old), TrainJobView(new)
         # Go's Semantic.DeepEqual: an empty map or list equals an absent one, an empty struct does not.
-        old_patches = omit_empty(list(old_view.runtime_patches), list[RuntimePatch])
-        if old_patches == omit_empty(list(new_view.runtime_patches), list[RuntimePatch]):
+        old_patches = go_semantic_form(list(old_view.runtime_patches), RUNTIME_PATCHES)
+        if old_patches == go_semantic_form(list(new_view.runtime_patches), RUNTIME_PATCHES):
             return []
         if old_view.spec.get("suspend") is not True and new_view.spec.get("suspend") is not True:
             return [

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from runtime.api import constants
+from runtime.api.gojson import go_json
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict, as_list
 from runtime.framework.validation import FieldError
@@ -49,27 +50,39 @@ def env_var_from_field(name: str, field_path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
 
 
-_ENV_SOURCES = {
-    "fieldRef": ("fieldPath",),
-    "resourceFieldRef": ("containerName", "resource", "divisor"),
-    "configMapKeyRef": ("key", "name", "optional"),
-    "secretKeyRef": ("key", "name", "optional"),
-}
-
-
 def convert_env_var(env: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a TrainJob env var for applying (Go `apply.EnvVar`): `value`, or the supported `valueFrom`s."""
-    converted: dict[str, Any] = {"name": env.get("name")}
-    source = env.get("valueFrom")
-    if isinstance(source, dict):
-        picked: dict[str, Any] = {}
-        for kind, keys in _ENV_SOURCES.items():
-            ref = source.get(kind)
-            if isinstance(ref, dict):
-                picked[kind] = {k: ref[k] for k in keys if k in ref}
-        converted["valueFrom"] = picked
-    elif "value" in env:
-        converted["value"] = env["value"]
+    """Convert a TrainJob env var for applying, as Go's `apply.EnvVar` builds it from a `corev1.EnvVar`.
+
+    The env var is read as Go's type holds it (`runtime.api.gojson`: unknown keys gone, quantities
+    canonical), then rebuilt as upstream does: `name` always; without `valueFrom`, `value` always, `""`
+    when unset; with it, only `fieldRef` (its `fieldPath`), `resourceFieldRef` (`containerName`,
+    `resource` and `divisor`, each always: `""`, `""`, `"0"`), `configMapKeyRef` and `secretKeyRef`
+    (`name` and `key` always, `optional` when set).
+    """
+    typed = go_json(dict(env), "core/v1.EnvVar")
+    if not isinstance(typed, dict):
+        return {"name": env.get("name")}
+    converted: dict[str, Any] = {"name": typed.get("name", "")}
+    source = typed.get("valueFrom")
+    if not isinstance(source, dict):
+        converted["value"] = typed.get("value", "")
+        return converted
+    picked: dict[str, Any] = {}
+    if isinstance(ref := source.get("fieldRef"), dict):
+        picked["fieldRef"] = {"fieldPath": ref.get("fieldPath", "")}
+    if isinstance(ref := source.get("resourceFieldRef"), dict):
+        picked["resourceFieldRef"] = {
+            "containerName": ref.get("containerName", ""),
+            "resource": ref.get("resource", ""),
+            "divisor": ref.get("divisor", "0"),
+        }
+    for kind in ("configMapKeyRef", "secretKeyRef"):
+        if isinstance(ref := source.get(kind), dict):
+            selector = {"name": ref.get("name", ""), "key": ref.get("key", "")}
+            if "optional" in ref:
+                selector["optional"] = ref["optional"]
+            picked[kind] = selector
+    converted["valueFrom"] = picked
     return converted
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from runtime.api.gojson import go_json_training_runtime
 from runtime.core import (
     InvalidTrainJobError,
     RuntimeNotFoundError,
@@ -75,7 +76,9 @@ def test_the_worked_example_builds_the_snapshot_then_the_jobset(make: Make) -> N
         "labels": {"trainer.kubeflow.org/trainjob-name": "demo"},
         "ownerReferences": [owner],
     }
-    assert yaml.safe_load(snapshot["data"]["runtime"]) == runtime
+    assert yaml.safe_load(snapshot["data"]["runtime"]) == go_json_training_runtime(
+        runtime
+    )  # Go's typed runtime
     assert "kind: ClusterTrainingRuntime" in snapshot["data"]["runtime"]
 
     assert jobset == {
@@ -272,7 +275,7 @@ def test_a_snapshot_round_trips(make: Make) -> None:
     runtime["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     trainjob = make.trainjob()
     read_back = read_snapshot(build_snapshot(trainjob, runtime, "TrainingRuntime"), trainjob)
-    assert read_back["spec"] == runtime["spec"]
+    assert read_back["spec"] == go_json_training_runtime(runtime)["spec"]
     assert "managedFields" not in read_back["metadata"]
     assert (read_back["kind"], read_back["metadata"]["name"]) == ("TrainingRuntime", "test-runtime")
 

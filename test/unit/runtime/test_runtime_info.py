@@ -321,3 +321,28 @@ def test_trainjob_env_vars_are_converted_like_apply_env_var() -> None:
         "name": "C",
         "valueFrom": {"fieldRef": {"fieldPath": "x"}},
     }
+
+
+def test_trainjob_env_vars_get_every_field_apply_env_var_sets() -> None:
+    # Go's apply.EnvVar calls WithValue(e.Value) without valueFrom, WithContainerName, WithResource and
+    # WithDivisor for a resourceFieldRef, WithKey and WithName for key selectors: always, zero or not.
+    assert convert_env_var({"name": "A"}) == {"name": "A", "value": ""}
+    assert convert_env_var({"name": "R", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}) == {
+        "name": "R",
+        "valueFrom": {"resourceFieldRef": {"containerName": "", "resource": "limits.cpu", "divisor": "0"}},
+    }
+    assert (
+        convert_env_var(
+            {
+                "name": "D",
+                "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1024Ki"}},
+            }
+        )["valueFrom"]["resourceFieldRef"]["divisor"]
+        == "1Mi"
+    )
+    assert convert_env_var(
+        {"name": "K", "valueFrom": {"configMapKeyRef": {"key": "k", "optional": False}}}
+    ) == {
+        "name": "K",
+        "valueFrom": {"configMapKeyRef": {"name": "", "key": "k", "optional": False}},
+    }

@@ -1,6 +1,7 @@
-"""`omit_empty` writes a runtime patch back as Go's typed patch does: empty maps and lists go, structs stay.
+"""`runtime.api.gojson` writes objects back as Go's types do, by the rule read off the table of Go types.
 
-The rule is checked three ways: on hand-picked values (an `emptyDir: {}` volume, `securityContext: {}`,
+A runtime patch written back as Go's typed patch: empty maps and lists go, structs stay. The rule is
+checked three ways: on hand-picked values (an `emptyDir: {}` volume, `securityContext: {}`,
 `nodeSelector: {}`, ...), against the TrainJob CRD (every empty map a runtime patch or `resourcesPerNode`
 can hold is dropped and every empty object kept, which also proves the API types name every such map),
 and through its two users: the runtime patch merge of `build_info` and the JobSet plugin's
@@ -17,9 +18,16 @@ from typing import Any
 import pytest
 import yaml
 
-from runtime.api.core import ResourceRequirements
-from runtime.api.omitempty import go_round_trip_jobset_spec, omit_empty
-from runtime.api.v1alpha1 import JobSetSpecPatch, RuntimePatch
+from runtime.api.gojson import (
+    RESOURCE_REQUIREMENTS,
+    RUNTIME_PATCH_SPEC,
+    go_json,
+    go_json_resource_requirements,
+    go_json_training_runtime,
+    go_round_trip_jobset_spec,
+    go_semantic_form,
+    table,
+)
 from runtime.framework import MemoryReader
 from runtime.info import build_info
 from runtime.plugins.jobset import JobSet
@@ -46,13 +54,13 @@ def test_empty_volume_sources_and_security_contexts_are_kept() -> None:
         securityContext={},
         containers=[{"name": "node", "securityContext": {}}],
     )
-    assert omit_empty(patch, JobSetSpecPatch) == patch
+    assert go_json(patch, RUNTIME_PATCH_SPEC) == patch
 
 
 def test_empty_maps_lists_and_nulls_are_dropped() -> None:
     patch = _pod_patch(nodeSelector={}, tolerations=[], volumes=[], serviceAccountName=None)
     patch["replicatedJobs"][0]["template"]["metadata"] = {"labels": {}, "annotations": {}}
-    assert omit_empty(patch, JobSetSpecPatch) == {
+    assert go_json(patch, RUNTIME_PATCH_SPEC) == {
         "replicatedJobs": [{"name": "node", "template": {"metadata": {}, "spec": {"template": {"spec": {}}}}}]
     }
 
@@ -72,7 +80,7 @@ def test_maps_deep_inside_embedded_types_are_maps_too() -> None:
             }}},
         ],
     )  # fmt: skip
-    pod = _pod(omit_empty(patch, JobSetSpecPatch))
+    pod = _pod(go_json(patch, RUNTIME_PATCH_SPEC))
     kept_term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert kept_term["podAffinityTerm"] == {
         "topologyKey": "zone",
@@ -95,18 +103,18 @@ def test_list_items_and_scalars_are_never_dropped() -> None:
         terminationGracePeriodSeconds=0,
         securityContext={"runAsNonRoot": False},
     )
-    assert omit_empty(patch, JobSetSpecPatch) == patch
+    assert go_json(patch, RUNTIME_PATCH_SPEC) == patch
 
 
 def test_resources_per_node_drops_empty_limits_and_requests() -> None:
     resources = {"limits": {"cpu": 1}, "requests": {}, "claims": []}
-    assert omit_empty(resources, ResourceRequirements) == {"limits": {"cpu": 1}}
+    assert go_json_resource_requirements(resources) == {"limits": {"cpu": "1"}}  # a Quantity is a string
 
 
 def test_the_input_is_neither_modified_nor_shared() -> None:
     patch = _pod_patch(nodeSelector={}, volumes=[{"name": "v", "emptyDir": {}}])
     before = copy.deepcopy(patch)
-    result = omit_empty(patch, JobSetSpecPatch)
+    result = go_json(patch, RUNTIME_PATCH_SPEC)
     assert patch == before
     _pod(result)["volumes"][0]["emptyDir"]["medium"] = "Memory"
     assert patch == before
@@ -153,11 +161,11 @@ SCHEMA = _trainjob_schema()
 CASES = [
     pytest.param(root, hint, path, is_map, id=f"{name}.{'.'.join(path).replace('.[]', '[]')}")
     for name, root, hint in (
-        ("runtimePatches[]", SCHEMA["runtimePatches"]["items"], RuntimePatch),
+        ("runtimePatches[]", SCHEMA["runtimePatches"]["items"], "trainer/v1alpha1.RuntimePatch"),
         (
             "trainer.resourcesPerNode",
             SCHEMA["trainer"]["properties"]["resourcesPerNode"],
-            ResourceRequirements,
+            RESOURCE_REQUIREMENTS,
         ),
     )
     for path, is_map in _dict_nodes(root)
@@ -172,9 +180,9 @@ def test_the_schema_has_maps_and_objects_in_runtime_patches() -> None:
 
 @pytest.mark.parametrize(("root", "hint", "path", "is_map"), CASES)
 def test_an_empty_map_is_dropped_and_an_empty_object_kept_as_the_crd_schema_says(
-    root: dict[str, Any], hint: Any, path: tuple[str, ...], is_map: bool
+    root: dict[str, Any], hint: str, path: tuple[str, ...], is_map: bool
 ) -> None:
-    kept = _keeps_leaf(omit_empty(_holding_empty_dict(path), hint), path)
+    kept = _keeps_leaf(go_json(_holding_empty_dict(path), hint), path)
     assert kept is not is_map, (
         "a map the API types do not name: type it as dict[str, V] in runtime/api" if is_map else path
     )
@@ -333,3 +341,122 @@ def test_an_init_container_a_plugin_appends_gets_no_resources(make: Make) -> Non
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["initContainers"] == [{"name": "setup", "resources": {}}, {"name": "installer"}]
     assert pod["containers"][0]["resources"] == {}
+
+
+# -- the rule read off the Go types, where the hand list of runtime/api/omitempty.py was wrong -----------
+# Each expectation below is what Go v0.36.2 / jobset v0.12.0 wrote for the same input (the corpus of
+# test/integration/test_gojson_parity.py holds these values and checks them against Go itself).
+
+
+def test_go_drops_zero_scalars_of_omitempty_value_fields_and_keeps_them_behind_pointers() -> None:
+    spec = {
+        "failurePolicy": {"maxRestarts": 0},  # int32, omitempty: dropped
+        "suspend": False,  # *bool: kept
+        **_pod_patch(
+            hostNetwork=False,  # bool, omitempty
+            serviceAccountName="",  # string, omitempty (not a pointer in core/v1)
+            containers=[
+                {
+                    "name": "a",
+                    "stdin": False,
+                    "env": [{"name": "E", "value": ""}],
+                    "volumeMounts": [{"name": "v", "mountPath": "/v", "readOnly": False, "subPath": ""}],
+                    "livenessProbe": {"initialDelaySeconds": 0, "periodSeconds": 0, "timeoutSeconds": 1},
+                    "securityContext": {"privileged": False, "runAsUser": 0},  # pointers
+                }
+            ],
+            volumes=[{"name": "h", "hostPath": {"path": "/tmp", "type": ""}}],  # type: *HostPathType
+        ),
+    }
+    written = go_round_trip_jobset_spec(spec)
+    assert written["failurePolicy"] == {}
+    assert written["suspend"] is False
+    pod = _pod(written)
+    assert "hostNetwork" not in pod and "serviceAccountName" not in pod
+    container = pod["containers"][0]
+    assert "stdin" not in container
+    assert container["env"] == [{"name": "E"}]
+    assert container["volumeMounts"] == [{"name": "v", "mountPath": "/v"}]
+    assert container["livenessProbe"] == {"timeoutSeconds": 1}
+    assert container["securityContext"] == {"privileged": False, "runAsUser": 0}
+    assert pod["volumes"] == [{"name": "h", "hostPath": {"path": "/tmp", "type": ""}}]
+
+
+def test_go_writes_required_fields_of_a_present_struct_with_their_zero_values() -> None:
+    # A struct field without omitempty is always written; an absent one comes back with its zero value.
+    spec = _pod_patch(
+        containers=[{"name": "a", "ports": [{"name": "p"}]}],
+        topologySpreadConstraints=[{"maxSkew": 1}],
+    )
+    pod = _pod(go_round_trip_jobset_spec(spec))
+    assert pod["containers"][0]["ports"] == [{"name": "p", "containerPort": 0}]
+    assert pod["topologySpreadConstraints"] == [{"maxSkew": 1, "topologyKey": "", "whenUnsatisfiable": ""}]
+
+
+def test_go_drops_an_empty_pod_level_resource_list_and_unknown_keys() -> None:
+    spec = {
+        "unknownField": 1,
+        **_pod_patch(resources={"requests": {}, "limits": {"cpu": 1}}, containers=[{"name": "a", "x": {}}]),
+    }
+    written = go_round_trip_jobset_spec(spec)
+    assert "unknownField" not in written
+    pod = _pod(written)
+    assert pod["resources"] == {"limits": {"cpu": "1"}}
+    assert pod["containers"] == [{"name": "a", "resources": {}}]
+
+
+def test_go_writes_a_typed_training_runtime_in_its_own_order_with_times_in_utc() -> None:
+    runtime = {
+        "kind": "ClusterTrainingRuntime",
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "spec": {"mlPolicy": {"jax": {}, "numNodes": 2}, "template": {"spec": {}}, "unknown": 1},
+        "metadata": {
+            "name": "r",
+            "labels": {"b": "2", "a": "1"},
+            "creationTimestamp": "2025-01-02T04:04:05.9+01:00",
+        },
+    }
+    written = go_json_training_runtime(runtime)
+    assert list(written) == ["kind", "apiVersion", "metadata", "spec"]
+    assert list(written["metadata"]) == ["name", "creationTimestamp", "labels"]
+    assert list(written["metadata"]["labels"]) == ["a", "b"]
+    assert written["metadata"]["creationTimestamp"] == "2025-01-02T03:04:05Z"
+    # omitzero: a template whose every field is zero is left out, as are an absent creationTimestamp and
+    # an all-zero spec
+    assert written["spec"] == {"mlPolicy": {"numNodes": 2, "jax": {}}}
+    assert go_json_training_runtime({"metadata": {}, "spec": {"template": {}}}) == {"metadata": {}}
+
+
+def test_the_committed_table_has_no_hand_edits_and_names_every_reachable_struct() -> None:
+    structs = table()["structs"]
+    for name, fields in structs.items():
+        for json_name, flags, go_type in fields:
+            assert set(flags) <= {"o", "z", "i"}, (name, json_name)
+            base = go_type.lstrip("*")
+            while base.startswith(("[]", "map[string]", "*")):
+                base = base.removeprefix("[]").removeprefix("map[string]").removeprefix("*")
+            assert base in structs or base in {
+                "string",
+                "bool",
+                "int",
+                "int32",
+                "int64",
+                "bytes",
+                "Quantity",
+                "Time",
+                "MicroTime",
+                "IntOrString",
+                "FieldsV1",
+            }, (name, json_name, go_type)
+    assert set(table()["roots"]) <= set(structs)
+
+
+def test_semantic_form_equates_zero_values_with_absent_ones_and_not_an_empty_struct_with_none() -> None:
+    def form(**pod_spec: Any) -> Any:
+        return go_semantic_form([_runtime_patch(**pod_spec)], "[]trainer/v1alpha1.RuntimePatch")
+
+    assert form(containers=[{"name": "a", "env": []}]) == form(containers=[{"name": "a"}])
+    assert form(containers=[{"name": "a", "resources": {"limits": {"cpu": "1000m"}}}]) == form(
+        containers=[{"name": "a", "resources": {"limits": {"cpu": 1}}}]
+    )
+    assert form(securityContext={}) != form()
