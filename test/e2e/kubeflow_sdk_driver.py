@@ -22,6 +22,8 @@ public fields plus ``command`` for a runtime's trainer, enums as values, datetim
 - ``wait_for_job_status {name, status, timeout}``: polling every second;
 - ``train_custom {name, runtime, num_nodes}``: ``train`` with ``CustomTrainer(func=train_fn, num_nodes,
   resources_per_node={"cpu": 1})`` and the ``Name`` option; returns the TrainJob's name;
+- ``train_container {name, runtime, image, num_nodes}``: ``train`` with ``CustomTrainerContainer(image,
+  num_nodes)`` (the runtime's own command runs in ``image``) and the ``Name`` option;
 - ``train_builtin {name, runtime}``: ``train`` with a ``BuiltinTrainer`` whose ``TorchTuneConfig`` asks for
   one epoch, batch size 2 and LoRA (rank 4 on q_proj and v_proj), one node.
 
@@ -42,6 +44,7 @@ from typing import Any, TextIO
 from kubeflow.trainer import (
     BuiltinTrainer,
     CustomTrainer,
+    CustomTrainerContainer,
     KubernetesBackendConfig,
     LoraConfig,
     TorchTuneConfig,
@@ -93,6 +96,11 @@ def _calls(client: TrainerClient, args: dict[str, Any]) -> dict[str, Callable[[]
         "train_custom": lambda: client.train(
             runtime=args["runtime"],
             trainer=CustomTrainer(func=train_fn, num_nodes=args["num_nodes"], resources_per_node={"cpu": 1}),
+            options=[Name(args["name"])],
+        ),
+        "train_container": lambda: client.train(
+            runtime=args["runtime"],
+            trainer=CustomTrainerContainer(image=args["image"], num_nodes=args["num_nodes"]),
             options=[Name(args["name"])],
         ),
         "train_builtin": lambda: client.train(

@@ -140,7 +140,8 @@ def wait_finished(
     (a failed JobSet's Pods may be gone by the time the TrainJob says Failed)."""
 
     def finished() -> dict[str, Any]:
-        logs.update(ended_logs(e2e_cluster, namespace, name))
+        for pod, text in ended_logs(e2e_cluster, namespace, name).items():
+            logs.setdefault(pod, text)  # the first read wins: the container may be removed afterwards
         condition = trainjob_condition(e2e_cluster, namespace, name)
         assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
         return condition
@@ -149,18 +150,25 @@ def wait_finished(
     return result
 
 
+REMOVED_CONTAINER_LOG = "unable to retrieve container logs for "
+"""How the kubelet answers (200 OK) a log read of a container the runtime already removed."""
+
+
 def ended_logs(e2e_cluster: Any, namespace: str, name: str) -> dict[str, str]:
-    """The logs of the JobSet's Pods whose containers have all terminated."""
+    """The logs of the JobSet's Pods whose containers have all terminated and are still there to read."""
     core = e2e_cluster.core
     logs = {}
     for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items:
         statuses = pod.status.container_statuses or []
         if statuses and all(s.state.terminated is not None for s in statuses):
             try:
-                logs[pod.metadata.name] = str(core.read_namespaced_pod_log(pod.metadata.name, namespace))
+                text = str(core.read_namespaced_pod_log(pod.metadata.name, namespace))
             except kubernetes.client.ApiException as exc:
                 if exc.status != 404:  # deleted between the list and the read
                     raise
+                continue
+            if not text.startswith(REMOVED_CONTAINER_LOG):  # a failed Job's Pods are being deleted
+                logs[pod.metadata.name] = text
     return logs
 
 

@@ -17,8 +17,15 @@ command in its JobSet.
 
 Not covered: ``get_runtime_packages`` (it prints the logs of a job that must run ``pip list``),
 ``get_job_logs(follow=True)``, the in-pod ``update_trainjob_status``. The torchtune job never runs: its
-initializers wait for a PersistentVolumeClaim that nothing provisions on kwok. kwok only (the fixed logs
-and the pods' lifecycle are kwok's).
+initializers wait for a PersistentVolumeClaim that nothing provisions on kwok. These are kwok only (the
+fixed logs and the pods' lifecycle are kwok's).
+
+On kind (``hack/e2e-setup-kind.sh``, the installed manager, real Pods) one test instead: ``train`` with a
+``CustomTrainerContainer`` in the workload image on a namespaced Torch runtime that runs
+``test/e2e/workload/allreduce.py``; the two nodes rendezvous through the env and headless Service the
+controller set up, ``wait_for_job_status`` sees ``Complete``, and ``get_job_logs`` returns each rank's own
+line. (A ``CustomTrainer`` would need ``torchrun`` in the image, or ``python`` for a plain runtime: the
+command the SDK writes names them, and the workload image has only Debian's ``python3``.)
 """
 
 from __future__ import annotations
@@ -260,17 +267,38 @@ def manager(e2e_cluster: Any, client: Client) -> Iterator[Any]:
                 client.delete(GVK("", "v1", "ConfigMap"), "kubeflow-trainer-public", hack.MANAGER_NAMESPACE)
 
 
-@pytest.fixture(scope="module")
-def sdk(
-    e2e_cluster: Any, manager: Any, prerequisite: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SdkDriver]:
+def start_sdk(e2e_cluster: Any, prerequisite: Any, tmp_path_factory: pytest.TempPathFactory) -> SdkDriver:
     try:
         python = sdk_python()
     except SdkUnavailable as exc:
         prerequisite.missing(f"the Kubeflow SDK {SDK_VERSION} virtualenv: {exc}")
     driver = SdkDriver(python, e2e_cluster.kubeconfig, tmp_path_factory.mktemp("kubeflow-sdk") / "stderr.log")
+    if driver.versions != {"kubeflow": SDK_VERSION, "kubernetes": "35.0.0"}:
+        driver.close()
+        pytest.fail(f"the SDK's virtualenv has {driver.versions}", pytrace=False)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def sdk(
+    e2e_cluster: Any, manager: Any, prerequisite: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SdkDriver]:
+    driver = start_sdk(e2e_cluster, prerequisite, tmp_path_factory)
     try:
-        assert driver.versions == {"kubeflow": SDK_VERSION, "kubernetes": "35.0.0"}
+        yield driver
+    finally:
+        driver.close()
+
+
+@pytest.fixture(scope="module")
+def kind_sdk(
+    e2e_cluster: Any, prerequisite: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SdkDriver]:
+    """The SDK against kind, where the manager is the installed Deployment and the Pods are real."""
+    if e2e_cluster.flavour != "kind":
+        pytest.skip("kind only: real Pods and their logs (hack/e2e-setup-kind.sh)")
+    driver = start_sdk(e2e_cluster, prerequisite, tmp_path_factory)
+    try:
         yield driver
     finally:
         driver.close()
@@ -534,4 +562,87 @@ def test_a_builtin_torchtune_trainer_gets_the_torch_plugins_tune_run_command(
     assert job["runtime"]["trainer"]["trainer_type"] == "BuiltinTrainer"
 
     sdk.call(namespace, "delete_job", name=name)
+    assert_gone(e2e_cluster, namespace, name, eventually)
+
+
+# ----------------------------------------------------------------------------------------- kind: real Pods
+
+
+def test_on_kind_the_sdk_trains_on_real_pods_that_rendezvous_and_reads_their_logs(
+    kind_sdk: SdkDriver, namespace: str, e2e_cluster: Any, eventually: Callable[..., Any]
+) -> None:
+    # A namespaced runtime (the SDK prefers it to a cluster one of the same name) with the Torch policy whose
+    # node runs the all-reduce of test/e2e/workload; the SDK names the image, the runtime keeps its command.
+    image = os.environ.get("WORKLOAD_IMAGE", "")
+    assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
+    node = {
+        "name": constants.NODE,
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": constants.NODE,
+                                "image": "trainer-e2e/not-this-one:0",
+                                "command": ["python3", "allreduce.py"],
+                                "env": [{"name": "ALLREDUCE_TIMEOUT", "value": "120"}],
+                                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    }
+    runtime = {
+        "apiVersion": f"{constants.GROUP}/{constants.VERSION}",
+        "kind": constants.TRAINING_RUNTIME_KIND,
+        "metadata": {"name": "sdk-allreduce", "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": 1}},
+            "template": {"spec": {"replicatedJobs": [node]}},
+        },
+    }
+    e2e_cluster.custom.create_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, namespace, "trainingruntimes", runtime
+    )
+    name = "sdk-sum"
+    assert (
+        kind_sdk.call(
+            namespace, "train_container", name=name, runtime="sdk-allreduce", image=image, num_nodes=2
+        )
+        == name
+    )
+    trainer = read_trainjob(e2e_cluster, namespace, name)["spec"]["trainer"]
+    assert (trainer["image"], trainer["numNodes"]) == (image, 2)
+
+    try:
+        done = kind_sdk.call(
+            namespace,
+            "wait_for_job_status",
+            name=name,
+            status=["Complete"],
+            timeout=240,
+            answer_within=300.0,
+        )
+    except SdkCallError as exc:
+        pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
+        pytest.fail(f"{exc}; pods: {[(p.metadata.name, p.status.phase) for p in pods.items]}", pytrace=False)
+    assert done["status"] == "Complete" and done["num_nodes"] == 2
+    assert sorted((s["name"], s["status"]) for s in done["steps"]) == [
+        ("node-0", "Succeeded"),
+        ("node-1", "Succeeded"),
+    ]
+
+    # The logs the SDK reads are the Pods' own: each rank got [1, 1] + [2, 4] from rank 0, reached at the
+    # master address the Torch plugin set (node 0's Pod under the JobSet's headless Service).
+    master = f"{name}-{constants.NODE}-0-0.{name}:{constants.CONTAINER_TRAINER_PORT}"
+    for rank in range(2):
+        assert kind_sdk.call(namespace, "get_job_logs", name=name, step=f"node-{rank}") == [
+            f"allreduce: rank {rank} of 2 via {master}: sum [3, 5]"
+        ]
+
+    assert kind_sdk.call(namespace, "delete_job", name=name) is None
     assert_gone(e2e_cluster, namespace, name, eventually)
