@@ -31,6 +31,8 @@ from controller import envtest
 from controller.client import Client
 from runtime.api import constants
 
+allreduce = envtest.load_script(Path(__file__).with_name("allreduce_runtime.py"), "_allreduce_runtime")
+
 ROOT = Path(__file__).resolve().parents[2]
 paths = envtest.load_script(ROOT / "hack" / "e2e_paths.py", "_hack_e2e_paths")
 
@@ -67,40 +69,6 @@ def client(e2e_cluster: Any) -> Iterator[Client]:
 
 
 # ------------------------------------------------------------------------------------------------ objects
-
-
-def allreduce_runtime(name: str, image: str, *, command: list[str]) -> dict[str, Any]:
-    """A TrainingRuntime with the Torch policy whose one node container runs ``command``."""
-    node_job = {
-        "name": constants.NODE,
-        "template": {
-            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": constants.NODE,
-                                "image": image,
-                                "command": command,
-                                "env": [{"name": "ALLREDUCE_TIMEOUT", "value": "120"}],
-                                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    }
-    return {
-        "apiVersion": f"{constants.GROUP}/{constants.VERSION}",
-        "kind": constants.TRAINING_RUNTIME_KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "mlPolicy": {"numNodes": 2, "torch": {"numProcPerNode": 1}},
-            "template": {"spec": {"replicatedJobs": [node_job]}},
-        },
-    }
 
 
 def trainjob(name: str, runtime: str, *, num_nodes: int) -> dict[str, Any]:
@@ -181,7 +149,7 @@ def test_kind_allreduce_on_three_nodes_completes_through_the_headless_service(
     create(
         e2e_cluster,
         namespace,
-        allreduce_runtime("allreduce", workload_image, command=["python3", "allreduce.py"]),
+        allreduce.allreduce_runtime("allreduce", workload_image, command=["python3", "allreduce.py"]),
     )
     create(e2e_cluster, namespace, trainjob("sum", "allreduce", num_nodes=3))
 
@@ -207,7 +175,7 @@ def test_kind_allreduce_with_a_master_address_that_does_not_resolve_fails(
 ) -> None:
     # The same program, told another master name: the ranks cannot meet, so the TrainJob must fail.
     command = ["env", "PET_MASTER_ADDR=nobody.invalid", "ALLREDUCE_TIMEOUT=15", "python3", "allreduce.py"]
-    runtime = allreduce_runtime("allreduce-lost", workload_image, command=command)
+    runtime = allreduce.allreduce_runtime("allreduce-lost", workload_image, command=command)
     runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
     create(e2e_cluster, namespace, runtime)
     create(e2e_cluster, namespace, trainjob("lost", "allreduce-lost", num_nodes=2))

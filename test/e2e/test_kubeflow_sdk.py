@@ -73,6 +73,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 CREATION_FAILED = "TrainJobResourcesCreationFailed"
 
 hack = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
+allreduce = envtest.load_script(Path(__file__).with_name("allreduce_runtime.py"), "_allreduce_runtime")
 
 
 # ------------------------------------------------------------------------------------- the SDK's virtualenv
@@ -575,36 +576,13 @@ def test_on_kind_the_sdk_trains_on_real_pods_that_rendezvous_and_reads_their_log
     # node runs the all-reduce of test/e2e/workload; the SDK names the image, the runtime keeps its command.
     image = os.environ.get("WORKLOAD_IMAGE", "")
     assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
-    node = {
-        "name": constants.NODE,
-        "template": {
-            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": constants.NODE,
-                                "image": "trainer-e2e/not-this-one:0",
-                                "command": ["python3", "allreduce.py"],
-                                "env": [{"name": "ALLREDUCE_TIMEOUT", "value": "120"}],
-                                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    }
-    runtime = {
-        "apiVersion": f"{constants.GROUP}/{constants.VERSION}",
-        "kind": constants.TRAINING_RUNTIME_KIND,
-        "metadata": {"name": "sdk-allreduce", "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": 1}},
-            "template": {"spec": {"replicatedJobs": [node]}},
-        },
-    }
+    runtime = allreduce.allreduce_runtime(
+        "sdk-allreduce",
+        "trainer-e2e/not-this-one:0",
+        command=["python3", "allreduce.py"],
+        num_nodes=1,
+        labels={"trainer.kubeflow.org/framework": "torch"},
+    )
     e2e_cluster.custom.create_namespaced_custom_object(
         constants.GROUP, constants.VERSION, namespace, "trainingruntimes", runtime
     )
