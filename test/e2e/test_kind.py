@@ -176,7 +176,11 @@ def test_kind_allreduce_with_a_master_address_that_does_not_resolve_fails(
     # The same program, told another master name: the ranks cannot meet, so the TrainJob must fail.
     command = ["env", "PET_MASTER_ADDR=nobody.invalid", "ALLREDUCE_TIMEOUT=15", "python3", "allreduce.py"]
     runtime = allreduce.allreduce_runtime("allreduce-lost", workload_image, command=command)
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    # Never, not JobSet's default OnFailure: a container restarted in place takes its first log with it, and
+    # the Job deletes the Pod once that restart exhausts the backoff limit. A Failed Pod stays, log and all.
+    job["template"]["spec"]["restartPolicy"] = "Never"
     create(e2e_cluster, namespace, runtime)
     create(e2e_cluster, namespace, trainjob("lost", "allreduce-lost", num_nodes=2))
 

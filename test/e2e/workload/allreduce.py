@@ -7,7 +7,9 @@ through what the controller set up, as torchrun would:
 - ``PET_NNODES`` nodes, this one ``PET_NODE_RANK`` (``JOB_COMPLETION_INDEX`` as a fallback is not used: a
   wrong rank must fail);
 - rank 0 listens on ``PET_MASTER_PORT``; every other rank connects to ``PET_MASTER_ADDR`` (the DNS name of
-  node 0's Pod under the JobSet's headless Service), retrying until ``ALLREDUCE_TIMEOUT`` seconds;
+  node 0's Pod under the JobSet's headless Service), retrying until ``ALLREDUCE_TIMEOUT`` seconds; rank 0
+  waits ``MASTER_GRACE`` seconds longer, so that a rank that cannot reach it fails first and its own reason
+  reaches its log (once a Pod fails, its failed Job deletes the others, and a killed rank says nothing);
 - each rank contributes the vector ``[rank + 1, (rank + 1) ** 2]``; rank 0 adds them up, checks that every
   rank from 1 to N - 1 came exactly once, and sends the sum back; every rank checks the sum against the one
   it computes on its own, prints it, and exits 0.
@@ -25,6 +27,10 @@ import sys
 import time
 
 VARIABLES = ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+
+MASTER_GRACE = 60.0
+"""How much longer than the other ranks rank 0 waits for them. More than a joiner can overrun its deadline
+by: one connection attempt (5 s) after name lookups that may each wait out the resolver's timeouts."""
 
 
 class Failure(Exception):
@@ -127,7 +133,10 @@ def main() -> int:
     try:
         nnodes, rank, master, port = read_environment()
         deadline = time.monotonic() + float(os.environ.get("ALLREDUCE_TIMEOUT", "180"))
-        total = serve(nnodes, port, deadline) if rank == 0 else join(rank, master, port, deadline)
+        if rank == 0:
+            total = serve(nnodes, port, deadline + MASTER_GRACE)
+        else:
+            total = join(rank, master, port, deadline)
         if total != expected_sum(nnodes):
             raise Failure(f"the sum is {total}, expected {expected_sum(nnodes)}")
     except (Failure, OSError, ValueError) as exc:
