@@ -87,6 +87,7 @@ from runtime.plugins.trainjobstatus import (
     StatusServerSettings,
     TrainJobStatusPlugin,
 )
+from runtime.plugins.volcano import PRIORITY_CLASS_API_VERSION
 from runtime.resources import InvalidQuantityError
 from runtime.schema import CRD_DIR, CRDError, SchemaChecker, oversize_warning
 from runtime.schema import json_type as _json_type
@@ -125,7 +126,7 @@ _RUNTIME_KINDS = (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RU
 _CLUSTER_SCOPED = frozenset(
     {
         (constants.API_VERSION, constants.CLUSTER_TRAINING_RUNTIME_KIND),
-        ("scheduling.k8s.io/v1", "PriorityClass"),
+        (PRIORITY_CLASS_API_VERSION, "PriorityClass"),
     }
 )
 """The cluster-scoped kinds the pipeline reads (runtimes, and the PriorityClasses Volcano checks)."""

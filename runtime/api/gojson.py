@@ -52,7 +52,7 @@ import importlib.resources
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from runtime.resources import InvalidQuantityError, Quantity
 
@@ -234,14 +234,23 @@ class _Map(_Node):
         return {key: encode(value[key], semantic)[0] for key in sorted(value)}, False, not value
 
 
+class _Field(NamedTuple):
+    """One field of a struct as `encoding/json` sees it."""
+
+    name: str  # the JSON name
+    node: _Node
+    omitempty: bool
+    omitzero: bool
+    collection: bool  # a slice or map: left out when empty or null in the semantic form
+    always: bool  # written when absent: neither omitzero nor omitempty with a type whose zero value is empty
+
+
 class _Struct(_Node):
     """A Go struct: its fields as `encoding/json` sees them (embedded structs flattened)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        # (json name, node, omitempty, omitzero, a slice or map: left out when empty or null in semantic,
-        # written when absent: neither omitzero nor omitempty with a type whose zero value is empty)
-        self.fields: list[tuple[str, _Node, bool, bool, bool, bool]] = []
+        self.fields: list[_Field] = []
         self.positions: dict[str, int] = {}  # json name -> index in `fields`
         self.always: list[int] = []  # the fields written when absent
 
@@ -368,8 +377,8 @@ def _node(go_type: str) -> _Node:
         node = _Struct(go_type)
         _STRUCTS[go_type] = node  # before the fields: a struct may name itself
         node.fields = _flatten(go_type, structs)
-        node.positions = {field[0]: index for index, field in enumerate(node.fields)}
-        node.always = [index for index, field in enumerate(node.fields) if field[5]]
+        node.positions = {field.name: index for index, field in enumerate(node.fields)}
+        node.always = [index for index, field in enumerate(node.fields) if field.always]
         return node
     if re.fullmatch(r"string|bool|u?int(8|16|32|64)?|float(32|64)", go_type):
         return _Scalar(go_type)
@@ -379,7 +388,7 @@ def _node(go_type: str) -> _Node:
 _STRUCTS: dict[str, _Struct] = {}
 
 
-def _flatten(name: str, structs: Mapping[str, Any]) -> list[tuple[str, _Node, bool, bool, bool, bool]]:
+def _flatten(name: str, structs: Mapping[str, Any]) -> list[_Field]:
     """The fields `encoding/json` sees in struct `name`, embedded ones in place; the shallowest name wins."""
     found: list[tuple[int, str, str, str]] = []  # (depth, json name, flags, type)
 
@@ -402,7 +411,6 @@ def _flatten(name: str, structs: Mapping[str, Any]) -> list[tuple[str, _Node, bo
         node = _node(go_type)
         omitempty, omitzero = "o" in flags, "z" in flags
         absent_empty = not isinstance(node, _Struct) and node.encode(_MISSING, False)[2]
-        fields.append(
-            (json_name, node, omitempty, omitzero, collection, not (omitzero or (omitempty and absent_empty)))
-        )
+        always = not (omitzero or (omitempty and absent_empty))
+        fields.append(_Field(json_name, node, omitempty, omitzero, collection, always))
     return fields
