@@ -12,11 +12,12 @@ Guarantees (the contract of `runtime.framework.Reader`):
 - A kind cached under a label selector (ConfigMaps and Secrets: only those labelled
   `trainer.kubeflow.org/trainjob-name`) holds only the labelled objects, so a cache miss proves nothing:
   `get` then asks the API server once (NotFound → None). An object written by an older controller (upstream
-  does not label its snapshot or MPI Secret) is thus still found, and never re-created. `list` of such a kind
-  returns only the labelled objects.
+  does not label its snapshot, MPI Secret or Flux Secret) is thus still found, and never re-created. `list`
+  of such a kind returns only the labelled objects.
 - `trusting_misses()` is the same reader without that confirmation, for the objects of a TrainJob no
   controller can have built yet (the TrainJob reconciler decides when: see
-  `controller.trainer.trainjob_controller`): a new TrainJob's snapshot and MPI Secret cost no request.
+  `controller.trainer.trainjob_controller`): a new TrainJob's snapshot and MPI and Flux Secrets cost no
+  request.
 - A kind nobody caches (PriorityClasses for the Volcano plugin's validation, the status server's CA Secret in
   the operator namespace) is read live: one request per read, and nothing about it is cached. Caching them
   would mean watching every PriorityClass or every Secret of a namespace for a rare read.

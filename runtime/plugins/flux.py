@@ -23,13 +23,26 @@ EnforceMLPolicy:
   `flux-installer` (the Flux view image) that copies Flux into `flux-install`; and the mounts its `node`
   container needs (`/mnt/flux`, `/opt/software`, `/etc/flux-config`, `/curve`, `/dev/shm`).
 
-ComponentBuilder, on every build:
-- ConfigMap `<tj>-flux-entrypoint`: `init.sh` (writes the hostlist and broker.toml, copies the view) and
-  `entrypoint.sh` (prepares the environment, encodes the resources, starts the lead broker on pod 0 with
-  `flux run <flags> <command>`, followers elsewhere). Hosts are `<tj>-node-0-[0-(N-1)]`.
-- Secret `<tj>-flux-curve`, key `curve.cert`: a ZeroMQ CURVE certificate whose X25519 private key is
-  SHA-256 of the TrainJob UID, so every build yields the same Secret.
+ComponentBuilder, in this order:
+- ConfigMap `<tj>-flux-entrypoint`, on every build: `init.sh` (writes the hostlist and broker.toml, copies
+  the view) and `entrypoint.sh` (prepares the environment, encodes the resources, starts the lead broker on
+  pod 0 with `flux run <flags> <command>`, followers elsewhere). Hosts are `<tj>-node-0-[0-(N-1)]`.
+- Secret `<tj>-flux-curve` (immutable), key `curve.cert`: a ZeroMQ CURVE certificate, the X25519 key pair
+  all brokers share, Z85-encoded; only when the Reader does not have it, so a key is never replaced.
 Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/trainjob-name`.
+
+The CURVE key, a deliberate difference from upstream: upstream seeds the private key with SHA-256 of the
+TrainJob UID and re-applies the same Secret on every build, so anyone who can read the TrainJob can derive
+the brokers' secret key. Here the key comes from the `CurveKeyGenerator` given to the plugin (default
+`generate_curve_key_pair`, from the OS's randomness) and is stored once, as the MPI plugin stores its SSH
+keys. A Secret deleted while its TrainJob is unfinished is recreated with a new key (brokers already
+running keep the certificate they copied at start-up; a pod started later gets the new one). The Reader
+finds unlabelled Secrets too (see `runtime.framework.reader`), so a Secret upstream or an older controller
+wrote is kept as it is, derived key included.
+
+Randomness: key generation is impure; it is confined to the `CurveKeyGenerator`, which tests and `render`
+replace with deterministic or placeholder generators. The secret key is never logged: `CurveKeyPair`'s
+repr leaves it out.
 
 WatchExtension: ConfigMaps and Secrets controlled by a TrainJob and carrying that label (the same watches
 as MPI, declared once by the framework; trainer#3374).
@@ -47,8 +60,8 @@ Deliberately missing: the pod (anti-)affinity sketched in upstream's proposal (u
 from __future__ import annotations
 
 import base64
-import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import x25519
@@ -75,10 +88,15 @@ from runtime.resources import gpu_count
 
 __all__ = [
     "DEFAULT_SETTINGS",
+    "CurveKeyGenerator",
+    "CurveKeyPair",
     "Flux",
     "broker_settings",
     "curve_certificate",
+    "curve_key_pair",
+    "curve_secret_name",
     "encode_z85",
+    "generate_curve_key_pair",
     "host_range",
     "hostlist",
     "original_command",
@@ -140,10 +158,38 @@ def encode_z85(data: bytes) -> str:
     return "".join(out)
 
 
-def curve_certificate(trainjob_name: str, uid: str) -> str:
-    """The `curve.cert` of a TrainJob: a ZeroMQ CURVE certificate derived from its UID."""
-    private = x25519.X25519PrivateKey.from_private_bytes(hashlib.sha256(uid.encode()).digest())
-    public = private.public_key().public_bytes_raw()
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CurveKeyPair:
+    """The brokers' CURVE key pair as the certificate spells it (Z85 text); its repr omits the secret key."""
+
+    public_key: str
+    secret_key: str = field(repr=False)
+
+
+CurveKeyGenerator = Callable[[], CurveKeyPair]
+"""Makes a fresh CURVE key pair for one TrainJob."""
+
+
+def curve_key_pair(private_key: x25519.X25519PrivateKey) -> CurveKeyPair:
+    """The certificate's encoding of an X25519 key (upstream's `encodeZ85` of the raw 32-byte keys)."""
+    return CurveKeyPair(
+        public_key=encode_z85(private_key.public_key().public_bytes_raw()),
+        secret_key=encode_z85(private_key.private_bytes_raw()),
+    )
+
+
+def generate_curve_key_pair() -> CurveKeyPair:
+    """A new X25519 key pair from the operating system's randomness."""
+    return curve_key_pair(x25519.X25519PrivateKey.generate())
+
+
+def curve_secret_name(trainjob_name: str) -> str:
+    """`<trainjob>-flux-curve`."""
+    return trainjob_name + CURVE_SUFFIX
+
+
+def curve_certificate(trainjob_name: str, keys: CurveKeyPair) -> str:
+    """The `curve.cert` of a TrainJob: a ZeroMQ CURVE certificate holding `keys`."""
     return (
         "#   ZeroMQ CURVE certificate for the Flux brokers of one TrainJob\n"
         "#   Written by the Kubeflow Trainer Flux plugin; keep it secret\n"
@@ -151,8 +197,8 @@ def curve_certificate(trainjob_name: str, uid: str) -> str:
         "metadata\n"
         f'    name = "{trainjob_name}"\n'
         "curve\n"
-        f'    public-key = "{encode_z85(public)}"\n'
-        f'    secret-key = "{encode_z85(private.private_bytes_raw())}"\n'
+        f'    public-key = "{keys.public_key}"\n'
+        f'    secret-key = "{keys.secret_key}"\n'
     )
 
 
@@ -368,8 +414,11 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
 
     name = NAME
 
-    def __init__(self, context: PluginContext | None = None) -> None:
+    def __init__(
+        self, context: PluginContext | None = None, *, keygen: CurveKeyGenerator | None = None
+    ) -> None:
         del context  # no settings
+        self._keygen = keygen or generate_curve_key_pair
 
     # CustomValidation -------------------------------------------------------------------------------------
 
@@ -412,7 +461,7 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
                 {"name": MEMORY_VOLUME, "emptyDir": {"medium": "Memory"}},
                 {
                     "name": CURVE_VOLUME,
-                    "secret": {"secretName": view.name + CURVE_SUFFIX, "defaultMode": 0o400},
+                    "secret": {"secretName": curve_secret_name(view.name), "defaultMode": 0o400},
                 },
             )
             installer = pod_set.add_init_container(INSTALLER_CONTAINER)
@@ -448,21 +497,28 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
             ENTRYPOINT_KEY: self._entrypoint_script(info, trainjob),
             INIT_KEY: self._init_script(info, view, settings),
         }
-        certificate = curve_certificate(view.name, view.uid).encode()
-        return [
+        objects: list[dict[str, Any]] = [
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": owned_object_metadata(trainjob, view.name + ENTRYPOINT_SUFFIX),
                 "data": scripts,
-            },
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": owned_object_metadata(trainjob, view.name + CURVE_SUFFIX),
-                "data": {CURVE_KEY: base64.b64encode(certificate).decode()},
-            },
+            }
         ]
+        secret_name = curve_secret_name(view.name)
+        if reader.get("v1", "Secret", secret_name, view.namespace) is None:
+            objects.append(self._curve_secret(trainjob, secret_name))
+        return objects
+
+    def _curve_secret(self, trainjob: TrainJob, name: str) -> dict[str, Any]:
+        certificate = curve_certificate(TrainJobView(trainjob).name, self._keygen())
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": owned_object_metadata(trainjob, name),
+            "immutable": True,
+            "data": {CURVE_KEY: base64.b64encode(certificate.encode()).decode()},
+        }
 
     @staticmethod
     def _num_hosts(info: Info, view: TrainJobView) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,11 +12,22 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 
-from runtime.framework import FieldError, PhaseError, Validation, Watch
-from runtime.plugins.flux import Flux, curve_certificate, encode_z85, host_range, hostlist, original_command
+from runtime.framework import FieldError, PhaseError, ReadError, Validation, Watch
+from runtime.plugins.flux import (
+    CurveKeyPair,
+    Flux,
+    curve_certificate,
+    curve_key_pair,
+    encode_z85,
+    generate_curve_key_pair,
+    host_range,
+    hostlist,
+    original_command,
+)
 from runtime.plugins.mpi import MPI
 
 ENTRYPOINT = "test-job-flux-entrypoint"
+FIXED_KEYS = curve_key_pair(x25519.X25519PrivateKey.from_private_bytes(bytes(range(32))))
 
 
 def _spec(make: Any, *, num_nodes: int | None = None, procs: int | None = 1, **node: Any) -> Any:
@@ -89,7 +101,7 @@ def test_flux_mutations_are_applied_correctly(make: Any) -> None:
     assert info.trainer.command == ["/bin/bash", "/etc/flux-config/entrypoint.sh", ""]
     assert info.trainer.args is None
 
-    configmap, secret = Flux().build(info, trainjob, make.reader())
+    configmap, secret = Flux(keygen=lambda: FIXED_KEYS).build(info, trainjob, make.reader())
     assert configmap["apiVersion"] == "v1"
     assert configmap["kind"] == "ConfigMap"
     assert configmap["metadata"] == _owned(make, ENTRYPOINT)
@@ -98,7 +110,8 @@ def test_flux_mutations_are_applied_correctly(make: Any) -> None:
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _owned(make, "test-job-flux-curve"),
-        "data": {"curve.cert": base64.b64encode(curve_certificate("test-job", "test-uid").encode()).decode()},
+        "immutable": True,
+        "data": {"curve.cert": base64.b64encode(curve_certificate("test-job", FIXED_KEYS).encode()).decode()},
     }
 
 
@@ -297,20 +310,114 @@ def _decode_z85(text: str) -> bytes:
     return out
 
 
-def test_the_curve_certificate_is_derived_from_the_uid() -> None:
-    cert = curve_certificate("job", "uid-123")
-    assert cert == curve_certificate("job", "uid-123")  # deterministic
-    assert cert != curve_certificate("job", "different-uid")
-    assert 'metadata\n    name = "job"\ncurve\n    public-key = "' in cert  # CZMQ's 4-space indentation
-    fields = dict(
+def _certificate_keys(cert: str) -> dict[str, str]:
+    return dict(
         line.strip().replace('"', "").split(" = ") for line in cert.splitlines() if line.startswith("    ")
     )
-    # Go's crypto/ecdh gives this public key for the seed SHA-256("uid-123") (computed once, out of band).
-    assert _decode_z85(fields["public-key"]).hex() == (
-        "f77dda31738804b6e65e72e47adcc52ff3d831fa8335fb2b0ca7fac6b6f3243c"
-    )
+
+
+def test_the_curve_certificate_holds_the_key_pair_as_czmq_writes_it() -> None:
+    cert = curve_certificate("job", FIXED_KEYS)
+    assert 'metadata\n    name = "job"\ncurve\n    public-key = "' in cert  # CZMQ's 4-space indentation
+    fields = _certificate_keys(cert)
+    assert fields == {"name": "job", "public-key": FIXED_KEYS.public_key, "secret-key": FIXED_KEYS.secret_key}
     secret = x25519.X25519PrivateKey.from_private_bytes(_decode_z85(fields["secret-key"]))
     assert secret.public_key().public_bytes_raw() == _decode_z85(fields["public-key"])
+
+
+def test_curve_key_pair_encodes_as_go_does() -> None:
+    # Go's crypto/ecdh gives this public key for the private key SHA-256("uid-123") (computed once, out of
+    # band): upstream's encoding of the raw keys, kept.
+    private = x25519.X25519PrivateKey.from_private_bytes(hashlib.sha256(b"uid-123").digest())
+    assert _decode_z85(curve_key_pair(private).public_key).hex() == (
+        "f77dda31738804b6e65e72e47adcc52ff3d831fa8335fb2b0ca7fac6b6f3243c"
+    )
+
+
+def test_the_default_key_generator_makes_a_fresh_matching_x25519_pair() -> None:
+    pair = generate_curve_key_pair()
+    assert len(pair.public_key) == len(pair.secret_key) == 40
+    secret = x25519.X25519PrivateKey.from_private_bytes(_decode_z85(pair.secret_key))
+    assert encode_z85(secret.public_key().public_bytes_raw()) == pair.public_key
+    assert generate_curve_key_pair() != pair  # fresh randomness every time
+
+
+def test_the_secret_key_stays_out_of_the_key_pairs_repr() -> None:
+    assert FIXED_KEYS.secret_key not in repr(FIXED_KEYS)
+    assert FIXED_KEYS.public_key in repr(FIXED_KEYS)
+
+
+def _secret_key(secret: dict[str, Any]) -> bytes:
+    return _decode_z85(
+        _certificate_keys(base64.b64decode(secret["data"]["curve.cert"]).decode())["secret-key"]
+    )
+
+
+def _built_secret(make: Any, trainjob: Any, plugin: Flux, *existing: Any) -> dict[str, Any] | None:
+    info = make.info(trainjob, _spec(make))
+    Flux().enforce_ml_policy(info, trainjob)
+    secrets = [o for o in plugin.build(info, trainjob, make.reader(*existing)) if o["kind"] == "Secret"]
+    return secrets[0] if secrets else None
+
+
+def test_the_curve_key_cannot_be_derived_from_the_trainjob_uid(make: Any) -> None:
+    # Upstream seeds X25519 with SHA-256(uid): anyone who can read the TrainJob has the brokers' key.
+    keys = []
+    for uid in ("uid-1", "uid-2"):
+        secret = _built_secret(make, make.trainjob("test-job", uid=uid, trainer={"numNodes": 1}), Flux())
+        assert secret is not None
+        key = _secret_key(secret)
+        assert key != hashlib.sha256(uid.encode()).digest()
+        keys.append(key)
+    assert keys[0] != keys[1]
+
+
+def test_an_existing_curve_secret_is_never_regenerated(make: Any) -> None:
+    made: list[CurveKeyPair] = []
+
+    def keygen() -> CurveKeyPair:
+        made.append(generate_curve_key_pair())
+        return made[-1]
+
+    plugin = Flux(keygen=keygen)
+    trainjob = make.trainjob("test-job", trainer={"numNodes": 1})
+    first = _built_secret(make, trainjob, plugin)
+    assert first is not None and len(made) == 1
+    # The next build finds it (the cluster, as the Reader sees it): no Secret, and no new key either.
+    assert _built_secret(make, trainjob, plugin, first) is None
+    assert len(made) == 1
+
+
+def test_an_unlabelled_curve_secret_of_an_older_controller_is_kept(make: Any) -> None:
+    trainjob = make.trainjob("test-job", uid="test-uid", trainer={"numNodes": 1})
+    older = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "test-job-flux-curve", "namespace": "default"},
+        "data": {"curve.cert": "b2xkZXI="},
+    }
+    assert _built_secret(make, trainjob, Flux(keygen=lambda: FIXED_KEYS), older) is None
+
+
+def test_a_deleted_curve_secret_is_recreated_with_a_new_key(make: Any) -> None:
+    # As the MPI plugin's SSH Secret: gone from the cluster means built again, from fresh randomness.
+    plugin = Flux()
+    trainjob = make.trainjob("test-job", trainer={"numNodes": 1})
+    first = _built_secret(make, trainjob, plugin)
+    assert first is not None
+    assert _built_secret(make, trainjob, plugin, first) is None
+    recreated = _built_secret(make, trainjob, plugin)  # deleted: the Reader no longer has it
+    assert recreated is not None
+    assert _secret_key(recreated) != _secret_key(first)
+
+
+def test_a_failing_secret_read_fails_the_build(make: Any) -> None:
+    trainjob = make.trainjob("test-job", trainer={"numNodes": 1})
+    info = make.info(trainjob, _spec(make))
+    reader = make.reader()
+    reader.errors[("v1", "Secret")] = RuntimeError("failed to get the CURVE Secret")
+    with pytest.raises(ReadError, match="failed to get the CURVE Secret"):
+        Flux().build(info, trainjob, reader)
 
 
 @pytest.mark.parametrize(
