@@ -41,6 +41,7 @@ __all__ = [
     "REASON_APPLY",
     "REASON_BUILD",
     "REASON_INVALID_SNAPSHOT",
+    "REASON_JOBSET_DELETION",
     "REASON_OTHER",
     "REASON_RUNTIME_NOT_FOUND",
     "REASON_STATUS",
@@ -227,6 +228,8 @@ REASON_INVALID_TRAINJOB = "InvalidTrainJob"
 finds it so, which is once: it is not retried)."""
 REASON_JOBSET_STATUS = "JobSetStatusFailed"
 """The status could not be computed from the JobSet (an unfinished TrainJob whose JobSet is gone)."""
+REASON_JOBSET_DELETION = "JobSetDeletionFailed"
+"""The JobSet of a TrainJob past its active deadline could not be deleted (retried until it is gone)."""
 REASON_OTHER = "Other"
 """Anything else (an unexpected exception)."""
 REASONS = (
@@ -238,6 +241,7 @@ REASONS = (
     REASON_UNSUPPORTED_RUNTIME,
     REASON_INVALID_TRAINJOB,
     REASON_JOBSET_STATUS,
+    REASON_JOBSET_DELETION,
     REASON_OTHER,
 )
 """The whole ``reason`` vocabulary."""

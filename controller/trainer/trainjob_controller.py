@@ -12,33 +12,48 @@ One reconcile, step by step:
 3. Unless the TrainJob is finished (`Complete` or `Failed` is True): `RuntimeRegistry.new_objects`, then each
    object is server-side applied in order (field manager `trainer`, force); the first failure stops. What the
    pipeline returns follows upstream's rules: the JobSet only while it or the TrainJob is suspended (or when
-   missing), PodGroups only while suspended, the MPI Secret and the runtime snapshot only when missing.
+   missing), PodGroups only while suspended, the MPI and Flux Secrets and the runtime snapshot only when
+   missing.
    An apply that provably changes nothing is skipped (`controller.trainer.apply.AppliedBodies`).
    A failure emits a Warning event `TrainJobResourcesCreationFailed` with upstream's message
    (`TrainJob resources reconciliation failed: <error>`, the error cut at 950 characters plus ` ...`), and
    the reconcile ends in that error (requeue with backoff) after the status is written.
 4. Status: `RuntimeRegistry.next_status` over a reader that sees the objects just applied (so the JobSet
    created a moment ago counts, where upstream reads a cache that has not seen it and fails with NotFound):
-   `Suspended`, the JobSet's `Complete`/`Failed` and `jobsStatus`, the active deadline (on expiry the JobSet
-   is deleted), an unsupported runtime kind as a persisted `Failed`/`TrainingRuntimeNotSupported` with no
-   requeue.
+   `Suspended`, the JobSet's `Complete`/`Failed` and `jobsStatus`, the active deadline (once past it,
+   `Failed`/`DeadlineExceeded` and the JobSet is deleted, until it is gone: see below), an unsupported
+   runtime kind as a persisted `Failed`/`TrainingRuntimeNotSupported` with no requeue.
 5. The status is written with a JSON merge patch on `/status`, and only when it changed.
-6. Result: the deadline's `requeue_after`, or the error of step 3, 4 or 5 (requeue with backoff).
+6. Result: the deadline's `requeue_after`, or the error of step 3, 4 (the status plugin's, or the JobSet's
+   deletion's) or 5 (requeue with backoff).
 
 Guarantees:
 
 - **A steady-state reconcile makes no write**: no apply when nothing would change, no status patch when the
   status is equal, and (with every kind read cached) no request at all.
 - **A new TrainJob costs no read**: ConfigMaps and Secrets are cached only when labelled, so a miss of the
-  runtime snapshot or the MPI Secret is normally confirmed with a live GET (an older controller's are
-  unlabelled). For a TrainJob nothing can have built yet (no status, no JobSet in the cache, nothing written
-  for it by this process) the pipeline gets `new_owner_reader`, whose misses are final. The one case it
-  cannot see: a predecessor that wrote the snapshot or MPI Secret and stopped before the JobSet and any
+  runtime snapshot or the MPI or Flux Secret is normally confirmed with a live GET (an older controller's
+  are unlabelled). For a TrainJob nothing can have built yet (no status, no JobSet in the cache, nothing
+  written for it by this process) the pipeline gets `new_owner_reader`, whose misses are final. The one case
+  it cannot see: a predecessor that wrote the snapshot or a Secret and stopped before the JobSet and any
   status. The snapshot is then rewritten from the current runtime (the TrainJob had not started), and the
-  MPI Secret's apply is refused as immutable once (an event and a retry, which confirms live).
+  Secret's apply is refused as immutable once (an event and a retry, which confirms live).
 - **A finished TrainJob is never rebuilt**: a JobSet removed after completion (its TTL) is not recreated;
   its status keeps following the JobSet while it exists. (Upstream drops a non-deadline `Failed` condition at
   the start of every reconcile, so a failed TrainJob whose JobSet is gone is rebuilt; not here.)
+- **The JobSet of a TrainJob failed by its active deadline is deleted until it is gone.** Upstream deletes it
+  once, when the deadline passes, logs a failure and never retries, so the TrainJob says Failed while its
+  pods run on (trainer#3833, #3994). Here every reconcile of a TrainJob whose `Failed` condition is True
+  with reason `DeadlineExceeded` looks the JobSet up in the cache and deletes it (with its UID as a
+  precondition) when it is there, controlled by the TrainJob and not already being deleted. A failure of
+  that read or delete emits a Warning event `JobSetDeletionFailed` with the error, sets the condition's
+  message to `MESSAGE_JOBSET_DELETION_PENDING` (status, reason and transition time unchanged, so
+  `kubectl get` still shows Failed), counts under the metric reason `JobSetDeletionFailed`, and ends the
+  reconcile in that error after the status is written: the workqueue retries it with backoff. Once the
+  JobSet is gone the message is upstream's again. The decision is read from the status, not from the
+  moment the deadline passes, so it also holds for finished TrainJobs (which are otherwise never rebuilt),
+  after a restart, and for a TrainJob an upstream controller failed. With the JobSet gone it costs a cache
+  read and no request.
 - A TrainJob the webhook would have refused (it bypassed admission; the fields are immutable, so no retry can
   help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. Every other build
   failure (runtime missing, snapshot tampered with, API errors) is retried with backoff and shown as events.
@@ -50,6 +65,7 @@ Deliberately missing: finalizers (children go by owner-reference garbage collect
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -67,7 +83,7 @@ from controller.trainer.kinds import JOBSET, TRAINJOB
 from controller.trainer.reader import AppliedObjects
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import TrainJobView
+from runtime.api.views import TrainJobView, find_condition
 from runtime.core import RuntimeRegistry
 from runtime.core.errors import (
     InvalidTrainJobError,
@@ -82,6 +98,8 @@ from runtime.framework import FrameworkError, Reader, ReadError
 __all__ = [
     "CONTROLLER_NAME",
     "EVENT_REASON_CREATION_FAILED",
+    "EVENT_REASON_JOBSET_DELETION_FAILED",
+    "MESSAGE_JOBSET_DELETION_PENDING",
     "REASON_INVALID_TRAINJOB",
     "RECORDER_NAME",
     "TrainJobReconciler",
@@ -93,6 +111,14 @@ RECORDER_NAME = "trainer-trainjob-controller"
 EVENT_REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
 REASON_INVALID_TRAINJOB = "InvalidTrainJob"
 """The `Failed` condition's reason for a TrainJob the webhook would have refused (not upstream's)."""
+EVENT_REASON_JOBSET_DELETION_FAILED = "JobSetDeletionFailed"
+"""The Warning event of each failed attempt to delete the JobSet after the active deadline (ours)."""
+MESSAGE_JOBSET_DELETION_PENDING = (
+    f"{constants.MESSAGE_DEADLINE_EXCEEDED}; its JobSet could not be deleted yet and its pods may still be "
+    f"running: retrying (see the {EVENT_REASON_JOBSET_DELETION_FAILED} events)"
+)
+"""The message of the `Failed`/DeadlineExceeded condition while the JobSet's deletion keeps failing; it goes
+back to upstream's message once the JobSet is gone."""
 
 _EVENT_ERROR_LIMIT = 950
 
@@ -109,6 +135,8 @@ def event_message(error: BaseException | str) -> str:
 
 _OBJECT_FAILURES = (FrameworkError, ApiError, TransportError, NoKindMatch)
 """What building and applying can raise for a reason outside this process: an event, and a retry."""
+_DELETE_FAILURES = (ReadError, ApiError, TransportError, NoKindMatch)
+"""What looking up and deleting the JobSet after the deadline can raise: an event, and a retry."""
 
 _CONDITION_MESSAGE_LIMIT = 1024
 """Characters of an error kept in a condition message (the CRD allows 32768; a person reads far fewer)."""
@@ -126,6 +154,26 @@ def _failure_reason(error: BaseException) -> str:
     if isinstance(error, (ApiError, TransportError, NoKindMatch)):
         return metrics.REASON_APPLY
     return metrics.REASON_OTHER
+
+
+def _cut(text: str, limit: int) -> str:
+    return text[:limit] + " ..." if len(text) > limit else text
+
+
+def _controlled_by(metadata: Mapping[str, Any], uid: str) -> bool:
+    """Whether an object's controller ownerReference is the object of `uid`."""
+    return any(
+        isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid") == uid
+        for ref in metadata.get("ownerReferences") or ()
+    )
+
+
+def _set_deadline_message(status: Mapping[str, Any], message: str) -> None:
+    """Set the message of the status's `Failed`/DeadlineExceeded condition (in place; its transition time
+    stays, as the condition's status does not change)."""
+    failed = find_condition(status.get("conditions") or [], constants.CONDITION_FAILED)
+    if failed is not None and failed.get("reason") == constants.REASON_DEADLINE_EXCEEDED:
+        failed["message"] = message
 
 
 class ReconcileErrors(Exception):
@@ -223,7 +271,22 @@ class TrainJobReconciler:
             failure = failure or metrics.REASON_JOBSET_STATUS
             errors.append(update.error)
         if update.delete_jobset:
-            self._delete_jobset(view)
+            try:
+                self._delete_jobset(view, reader)
+            except _DELETE_FAILURES as exc:
+                failure = failure or metrics.REASON_JOBSET_DELETION
+                message = f"Deleting the JobSet after the active deadline failed (retrying): {exc}"
+                self._recorder.event(
+                    trainjob,
+                    EVENT_TYPE_WARNING,
+                    EVENT_REASON_JOBSET_DELETION_FAILED,
+                    _cut(message, _EVENT_ERROR_LIMIT),
+                )
+                _log.info("trainjob.jobset_delete_failed", error=str(exc)[:_EVENT_ERROR_LIMIT])
+                errors.append(exc)
+                _set_deadline_message(status, MESSAGE_JOBSET_DELETION_PENDING)
+            else:
+                _set_deadline_message(status, constants.MESSAGE_DEADLINE_EXCEEDED)
 
         current = cast(Mapping[str, Any], trainjob.get("status") or {})
         if status != current:
@@ -283,15 +346,18 @@ class TrainJobReconciler:
             if created:
                 metrics.observe_jobset_created(trainjob, self._clock.now())
 
-    def _delete_jobset(self, view: TrainJobView) -> None:
-        try:
-            self._client.delete(JOBSET, view.name, view.namespace)
-        except NotFound:
-            pass
-        except (ApiError, TransportError, NoKindMatch) as exc:
-            # Upstream logs and moves on: the Failed condition is what matters, and a JobSet left behind
-            # is deleted with the TrainJob.
-            _log.info("trainjob.jobset_delete_failed", error=str(exc))
+    def _delete_jobset(self, view: TrainJobView, reader: Reader) -> None:
+        """Delete the TrainJob's JobSet if the reader still has it, is not deleting it already, and the
+        TrainJob controls it; raises what the read or the delete raised (NotFound is success). The cached
+        JobSet's UID is a precondition, so a JobSet created since under the same name is not deleted."""
+        jobset = reader.get(JOBSET.api_version, JOBSET.kind, view.name, view.namespace)
+        if jobset is None:
+            return
+        metadata = jobset.get("metadata") or {}
+        if metadata.get("deletionTimestamp") or not _controlled_by(metadata, view.uid):
+            return
+        with contextlib.suppress(NotFound):  # gone already: what was wanted
+            self._client.delete(JOBSET, view.name, view.namespace, uid=metadata.get("uid") or None)
 
     def __repr__(self) -> str:
         return f"<TrainJobReconciler {self._registry!r}>"

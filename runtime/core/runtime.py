@@ -330,7 +330,9 @@ class StatusUpdate:
     requeue_after: float | None = None
     """Reconcile again after this many seconds (the active deadline), or None."""
     delete_jobset: bool = False
-    """The active deadline just passed: delete the JobSet `<namespace>/<name>` (NotFound is fine)."""
+    """The TrainJob failed by its active deadline (just now, or in an earlier reconcile): its JobSet
+    `<namespace>/<name>` must be gone. Delete it if it still exists (NotFound is fine), and retry until it
+    is gone: upstream deletes once, when the deadline passes, and never again (trainer#3833, #3994)."""
     error: FrameworkError | None = None
     """The status plugin failed; the status is still worth writing, then requeue with backoff."""
     terminal: bool = False
@@ -395,7 +397,8 @@ class RuntimeRegistry(Mapping[str, Runtime]):
 
         Unsupported runtime kind → `Failed=True` (TrainingRuntimeNotSupported), terminal. Otherwise: the
         Suspended condition; the status plugin's status (a `Failed` with reason DeadlineExceeded is kept over
-        whatever the plugin reports); then the active deadline.
+        whatever the plugin reports); then the active deadline. `delete_jobset` is set whenever the result is
+        `Failed=True` with reason DeadlineExceeded, so a deletion that failed is asked for again.
         """
         status = cast(TrainJobStatus, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
         conditions = status.setdefault("conditions", [])
@@ -438,8 +441,17 @@ class RuntimeRegistry(Mapping[str, Runtime]):
                 constants.MESSAGE_DEADLINE_EXCEEDED,
             )
             set_condition(conditions, failed, now)
+        failed_after = find_condition(conditions, constants.CONDITION_FAILED)
+        deadline_failed = (
+            failed_after is not None
+            and failed_after.get("status") == constants.CONDITION_TRUE
+            and failed_after.get("reason") == constants.REASON_DEADLINE_EXCEEDED
+        )
         return StatusUpdate(
-            status=_tidy(status), requeue_after=check.requeue_after, delete_jobset=check.exceeded, error=error
+            status=_tidy(status),
+            requeue_after=check.requeue_after,
+            delete_jobset=deadline_failed,
+            error=error,
         )
 
 

@@ -5,7 +5,8 @@ Each behaviour has its own case, so a change to one comparison fails a test name
   (Go: `jobset.Status` copies `Completed`/`Failed` when `meta.IsStatusConditionTrue`);
 - a TrainJob counts as finished only with ``Complete`` or ``Failed`` at ``"True"``;
 - the deadline (`runtime.core.status.check_deadline`, Go `reconcileDeadline`): not before it, not exactly at
-  it, once past it; never while suspended; the clock restarts at the last resume.
+  it, once past it; never while suspended; the clock restarts at the last resume; once failed by it, the
+  JobSet's deletion is asked for in every later status step.
 """
 
 from __future__ import annotations
@@ -103,6 +104,25 @@ def test_a_trainjob_past_its_deadline_fails_and_its_jobset_is_deleted(make: Make
     assert update.requeue_after is None
     [failed] = update.status["conditions"]
     assert (failed["type"], failed["status"], failed["reason"]) == ("Failed", "True", "DeadlineExceeded")
+
+
+@pytest.mark.parametrize(
+    ("failed", "delete"),
+    [
+        pytest.param(_cond("Failed", "True", "DeadlineExceeded"), True, id="failed by the deadline"),
+        pytest.param(_cond("Failed", "True", "FailedJobs"), False, id="failed by its jobs"),
+        pytest.param(_cond("Complete", "True", "AllJobsCompleted"), False, id="complete"),
+    ],
+)
+def test_a_trainjob_failed_by_its_deadline_keeps_asking_for_its_jobset_deletion(
+    make: Make, failed: dict[str, Any], delete: bool
+) -> None:
+    # trainer#3833, #3994: upstream deletes once, when the deadline passes; a failed delete is never retried.
+    # The verdict holds in every later reconcile (and after a restart), so the controller retries it.
+    reader = MemoryReader([make.jobset(status=_JOBS_STATUS)])
+    update = REGISTRY.next_status(_late_trainjob(make, failed), reader, make.now)
+    assert update.delete_jobset is delete
+    assert update.status["conditions"] == [failed]
 
 
 # --- the deadline's clock -----------------------------------------------------------------------------------

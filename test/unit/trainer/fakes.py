@@ -3,10 +3,13 @@
 (`test_trainjob_reconciler.py`) and its fuzz properties (`test/unit/fuzz/test_fuzz_reconciler.py`).
 
 What the fakes model: objects by key; an apply stores the body as given (with a `uid`); a status write
-applies its JSON merge patch (RFC 7386) to the stored status; a delete forgets the object. Every write is
-recorded in `FakeCluster.writes` and every read through the reader is counted in `FakeCluster.reads`.
+applies its JSON merge patch (RFC 7386) to the stored status; a delete forgets the object. `fail_apply`
+makes every apply fail; `fail_deletes` makes the next deletes fail, one exception each. Every write
+(attempted) is recorded in `FakeCluster.writes` and every read through the reader is counted in
+`FakeCluster.reads`.
 
-What they do not model: defaulting, resource versions and conflicts, field ownership (an apply replaces the
+What they do not model: defaulting, resource versions, conflicts and delete preconditions, deletion with
+finalizers (a delete removes the object at once), field ownership (an apply replaces the
 stored object), admission, watches and the cache's lag (the cache is the store itself).
 """
 
@@ -66,6 +69,8 @@ class FakeCluster:
         self.reader = CountingReader(dict(o) for o in objects)
         self.writes: list[tuple[str, str, str]] = []
         self.fail_apply: Exception | None = None
+        self.fail_deletes: list[Exception] = []
+        """The next deletes raise these, in order (one each), and delete nothing."""
 
     @property
     def reads(self) -> int:
@@ -99,6 +104,8 @@ class FakeCluster:
 
     def delete(self, gvk: GVK, name: str, namespace: str | None = None, **_: Any) -> None:
         self.writes.append(("delete", gvk.kind, name))
+        if self.fail_deletes:
+            raise self.fail_deletes.pop(0)
         if MemoryReader.get(self.reader, gvk.api_version, gvk.kind, name, namespace) is None:
             raise NotFound(f"{name} not found", status=404)
         self.reader.delete(gvk.api_version, gvk.kind, name, namespace)

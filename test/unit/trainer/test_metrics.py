@@ -217,6 +217,7 @@ def test_every_reason_is_exported_from_the_start() -> None:
         "UnsupportedRuntime",
         "InvalidTrainJob",
         "JobSetStatusFailed",
+        "JobSetDeletionFailed",
         "Other",
     )
     assert f"# TYPE {FAILURES} counter" in exposition()
@@ -243,4 +244,4 @@ def test_a_reason_outside_the_vocabulary_is_refused_and_counts_nothing() -> None
 
 def test_the_series_stay_bounded() -> None:
     assert len(STATES) == 5
-    assert len(REASONS) == len(set(REASONS)) == 9
+    assert len(REASONS) == len(set(REASONS)) == 10

@@ -7,17 +7,24 @@ The fakes (`fakes.py`: what they model and what not) are shared with the reconci
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from controller.clock import FakeClock
-from controller.errors import ServerError
+from controller.controller import Controller
+from controller.errors import Forbidden, ServerError
 from controller.gvk import GVK
 from controller.reconcile import Request
 from controller.trainer.setup import new_registry
-from controller.trainer.trainjob_controller import TrainJobReconciler, event_message
+from controller.trainer.trainjob_controller import (
+    MESSAGE_JOBSET_DELETION_PENDING,
+    TrainJobReconciler,
+    event_message,
+)
 from runtime.framework import MemoryReader
 
 from .fakes import FakeCluster, FakeRecorder
@@ -76,14 +83,16 @@ def trainjob_object(**spec: Any) -> dict[str, Any]:
     }
 
 
-def reconciler(cluster: FakeCluster, recorder: FakeRecorder) -> TrainJobReconciler:
+def reconciler(
+    cluster: FakeCluster, recorder: FakeRecorder, clock: FakeClock | None = None
+) -> TrainJobReconciler:
     return TrainJobReconciler(
         cache=cluster,  # type: ignore[arg-type]
         client=cluster,  # type: ignore[arg-type]
         reader=cluster.reader,
         registry=new_registry(),
         recorder=recorder,  # type: ignore[arg-type]
-        clock=FakeClock(wall=NOW),
+        clock=clock or FakeClock(wall=NOW),
     )
 
 
@@ -322,3 +331,170 @@ def test_a_trainjob_this_process_has_written_for_confirms_a_miss_live() -> None:
     cluster.fail_apply = None
     with pytest.raises(Exception, match="runtime snapshot"):
         r.reconcile(REQUEST)  # no longer new: the older snapshot is found live
+
+
+# --- the JobSet of a TrainJob past its deadline: deleted until it is gone (trainer#3833, #3994) ------------
+
+JOBSET = GVK("jobset.x-k8s.io", "v1alpha2", "JobSet")
+DEADLINE_FAILED = {
+    "type": "Failed",
+    "status": "True",
+    "reason": "DeadlineExceeded",
+    "message": "TrainJob exceeded its active deadline",
+    "lastTransitionTime": "2026-12-01T11:01:00Z",
+}
+
+
+def running_jobset(**metadata: Any) -> dict[str, Any]:
+    """The TrainJob's JobSet, running (not suspended), controlled by the TrainJob."""
+    owner = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "name": "tj",
+        "uid": "tj-uid",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "tj", "namespace": "ns", "uid": "jobset-uid", "ownerReferences": [owner]},
+        "spec": {"suspend": False},
+        **metadata,
+    }
+
+
+def _jobset_exists(cluster: FakeCluster) -> bool:
+    return MemoryReader.get(cluster.reader, JOBSET.api_version, JOBSET.kind, "tj", "ns") is not None
+
+
+def _failed(cluster: FakeCluster) -> dict[str, Any]:
+    status = cluster.get(TRAINJOB, "tj", "ns")["status"]
+    return next(c for c in status["conditions"] if c["type"] == "Failed")
+
+
+def test_a_failed_jobset_deletion_after_the_deadline_is_retried_with_backoff_until_the_jobset_is_gone() -> (
+    None
+):
+    # trainer#3833: upstream logs the failed delete and never retries; the TrainJob says Failed while its
+    # pods run. Here the reconcile fails (the queue's rate limiter backs off), with an event and a message.
+    clock = FakeClock(wall=NOW)
+    cluster = FakeCluster(runtime_object(), trainjob_object(activeDeadlineSeconds=60), running_jobset())
+    cluster.fail_deletes = [
+        ServerError("etcdserver: request timed out", status=500),
+        Forbidden("denied by a webhook", status=403),
+    ]
+    recorder = FakeRecorder()
+    ctrl = Controller("trainjob-deadline-delete-retry", reconciler(cluster, recorder, clock), clock=clock)
+    try:
+        assert ctrl.warmup()
+        ctrl.queue.add(REQUEST)
+        assert ctrl.process_next_work_item()  # the deadline passed an hour ago: Failed, and the delete fails
+        assert ctrl.queue.num_requeues(REQUEST) == 1
+        assert _jobset_exists(cluster)
+        failed = _failed(cluster)
+        assert (failed["status"], failed["reason"]) == ("True", "DeadlineExceeded")
+        assert failed["message"] == MESSAGE_JOBSET_DELETION_PENDING
+        assert recorder.events[-1][:2] == ("Warning", "JobSetDeletionFailed")
+        assert "etcdserver: request timed out" in recorder.events[-1][2]
+
+        clock.step(0.005)  # the first backoff; the TrainJob is finished now, and the delete is retried
+        assert ctrl.process_next_work_item()
+        assert ctrl.queue.num_requeues(REQUEST) == 2
+        assert "denied by a webhook" in recorder.events[-1][2]
+        assert _jobset_exists(cluster)
+
+        clock.step(0.01)  # the second backoff, twice the first
+        assert ctrl.process_next_work_item()
+        assert ctrl.queue.num_requeues(REQUEST) == 0  # succeeded: forgotten
+        assert not _jobset_exists(cluster)
+        assert _failed(cluster) == DEADLINE_FAILED | {"lastTransitionTime": "2026-12-01T12:00:00Z"}
+        assert [w for w in cluster.writes if w[0] == "delete"] == [("delete", "JobSet", "tj")] * 3
+        assert [e[1] for e in recorder.events] == ["JobSetDeletionFailed"] * 2
+    finally:
+        ctrl.stop()
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["TrainJob exceeded its active deadline", MESSAGE_JOBSET_DELETION_PENDING],
+    ids=["deleted-before-the-restart-failed", "retrying-before-the-restart"],
+)
+def test_after_a_restart_a_trainjob_failed_by_its_deadline_gets_its_remaining_jobset_deleted(
+    message: str,
+) -> None:
+    # The process that failed the TrainJob stopped before its JobSet was gone (or was an upstream controller,
+    # which never retries). A finished TrainJob is not rebuilt, but its status step still sees the deadline.
+    tj = trainjob_object(activeDeadlineSeconds=60)
+    tj["status"] = {"conditions": [DEADLINE_FAILED | {"message": message}]}
+    cluster, recorder = FakeCluster(runtime_object(), tj, running_jobset()), FakeRecorder()
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
+    assert not _jobset_exists(cluster)
+    assert [w for w in cluster.writes if w[0] in ("apply", "delete")] == [("delete", "JobSet", "tj")]
+    assert _failed(cluster) == DEADLINE_FAILED
+    assert recorder.events == []
+
+
+@pytest.mark.parametrize(
+    "jobset",
+    [
+        None,
+        running_jobset(
+            metadata={"name": "tj", "namespace": "ns", "deletionTimestamp": "2026-12-01T11:59:00Z"}
+        ),
+        running_jobset(metadata={"name": "tj", "namespace": "ns", "ownerReferences": []}),
+    ],
+    ids=["gone", "being-deleted", "not-the-trainjobs"],
+)
+def test_a_trainjob_failed_by_its_deadline_sends_no_delete_when_there_is_nothing_to_delete(
+    jobset: dict[str, Any] | None,
+) -> None:
+    tj = trainjob_object(activeDeadlineSeconds=60)
+    tj["status"] = {"conditions": [DEADLINE_FAILED]}
+    objects = [runtime_object(), tj] + ([jobset] if jobset is not None else [])
+    cluster, recorder = FakeCluster(*objects), FakeRecorder()
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
+    assert cluster.writes == []
+    assert _jobset_exists(cluster) is (jobset is not None)
+
+
+def test_a_failed_jobset_deletion_is_counted_under_its_own_reason() -> None:
+    cluster = FakeCluster(runtime_object(), trainjob_object(activeDeadlineSeconds=60), running_jobset())
+    cluster.fail_deletes = [ServerError("etcd is down", status=500)]
+    before = _failures("JobSetDeletionFailed")
+    with pytest.raises(ServerError, match="etcd is down"):
+        reconciler(cluster, FakeRecorder()).reconcile(REQUEST)
+    assert _failures("JobSetDeletionFailed") == before + 1
+
+
+# --- Flux: the CURVE Secret is created once, with a random key --------------------------------------------
+
+
+def _flux_runtime() -> dict[str, Any]:
+    runtime = runtime_object()
+    runtime["spec"]["mlPolicy"] = {"numNodes": 1, "flux": {"numProcPerNode": 1}}
+    return runtime
+
+
+def _curve_certificate(cluster: FakeCluster) -> str | None:
+    secret = MemoryReader.get(cluster.reader, "v1", "Secret", "tj-flux-curve", "ns")
+    return None if secret is None else base64.b64decode(secret["data"]["curve.cert"]).decode()
+
+
+def test_the_flux_curve_secret_is_created_once_and_recreated_with_a_new_key_when_deleted() -> None:
+    cluster, recorder = FakeCluster(_flux_runtime(), trainjob_object()), FakeRecorder()
+    r = reconciler(cluster, recorder)
+    r.reconcile(REQUEST)
+    first = _curve_certificate(cluster)
+    assert first is not None
+    assert hashlib.sha256(b"tj-uid").digest().hex() not in first  # not the UID-derived key of upstream
+    cluster.writes.clear()
+    r.reconcile(REQUEST)
+    r.reconcile(REQUEST)
+    assert ("apply", "Secret", "tj-flux-curve") not in cluster.writes
+    assert _curve_certificate(cluster) == first
+    cluster.reader.delete("v1", "Secret", "tj-flux-curve", "ns")  # deleted by someone
+    r.reconcile(REQUEST)
+    recreated = _curve_certificate(cluster)
+    assert recreated is not None and recreated != first
+    assert recorder.events == []
