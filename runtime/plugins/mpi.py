@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -133,9 +133,10 @@ _NUM_NODES_MESSAGE = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SSHKeyPair:
-    """An SSH key pair as the Secret stores it."""
+    """An SSH key pair as the Secret stores it; its repr omits the private key, so a log line or a failed
+    assertion never prints it."""
 
-    private_key: bytes
+    private_key: bytes = field(repr=False)
     """PEM (`-----BEGIN EC PRIVATE KEY-----` ...)."""
     public_key: bytes
     """One `authorized_keys` line, newline-terminated (`ecdsa-sha2-nistp521 AAAA...\\n`)."""

@@ -444,3 +444,10 @@ def test_validation_rejects_the_reserved_openmpi_envs(make: Any, env: list[Any],
     spec = make.runtime_spec(ml_policy={"numNodes": 1, "mpi": _mpi()})
     expected = [] if message is None else [FieldError.invalid("spec.trainer.env", env, message)]
     assert _validate(make, spec, {"env": env}) == Validation.of(expected)
+
+
+def test_the_private_key_stays_out_of_the_key_pairs_repr() -> None:
+    pair = generate_ssh_key_pair()
+    assert pair.private_key.decode() not in repr(pair)
+    assert b"PRIVATE KEY" not in repr(pair).encode()
+    assert repr(pair.public_key) in repr(pair)
