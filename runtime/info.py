@@ -56,6 +56,7 @@ from runtime.api.v1alpha1 import (
     TrainJob,
 )
 from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list, copy_json
+from runtime.echo import elide
 from runtime.framework.errors import FrameworkError
 from runtime.framework.validation import FieldError
 from runtime.resources import ResourceList, pod_requests
@@ -146,6 +147,7 @@ class RuntimePatchError(FrameworkError):
         super().__init__(f"{path}: {message}" if path else message)
         self.manager = manager
         self.detail = message
+        self.path = path
 
 
 def _copy(value: Any) -> Any:
@@ -496,7 +498,7 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
             spec = strategic_merge(spec, go_json_runtime_patch_spec(as_dict(patch_spec)), JOBSET_SPEC)
         except StrategicMergeError as exc:
             raise RuntimePatchError(
-                f"applying runtime patch of manager {manager!r}: {exc}",
+                f"applying runtime patch of manager {elide(repr(manager))}: {elide(str(exc))}",
                 manager=manager,
                 path=f"spec.runtimePatches[{index}]",
             ) from exc
@@ -538,7 +540,9 @@ def _merge_trainer_resources(
                 try:
                     merged = strategic_merge(base, patch, RESOURCE_REQUIREMENTS)
                 except StrategicMergeError as exc:
-                    raise RuntimePatchError(f"merging spec.trainer.resourcesPerNode: {exc}") from exc
+                    raise RuntimePatchError(
+                        f"merging spec.trainer.resourcesPerNode: {elide(str(exc))}"
+                    ) from exc
                 container["resources"] = {key: merged[key] for key in _MERGED_RESOURCES if merged.get(key)}
                 break
 

@@ -39,7 +39,9 @@ Guarantees:
   not array`, `cluster.yaml#3: metadata.name: missing (an object in the cluster has one)`.
 - Bounded on hostile input: an alias bomb or deep nesting is refused after one linear read; one input
   holds at most `MAX_INPUT_BYTES`; an error line repeats at most `runtime.echo.ECHO_LIMIT` characters of
-  a value and is at most `_LINE_LIMIT` long. An unknown feature gate is an error, as in the manager.
+  a value and is at most `_LINE_LIMIT` long; a list of problems shows at most
+  `runtime.framework.validation.PER_KIND` of one kind and `MAX_LINES` in all, each time followed by
+  `and K more` (`error_lines`). An unknown feature gate is an error, as in the manager.
 - A TrainJob managed by another controller (`spec.managedBy`) or already finished renders as nothing, as
   the controller applies nothing for it.
 
@@ -80,6 +82,7 @@ from runtime.framework import (
     PluginEntry,
     PluginFactory,
     PluginRegistry,
+    error_lines,
 )
 from runtime.plugins import TRAINJOB_STATUS_GATE, builtin_registry
 from runtime.plugins.flux import CurveKeyGenerator, CurveKeyPair, Flux, generate_curve_key_pair
@@ -147,13 +150,15 @@ _LINE_LIMIT = 5 * ECHO_LIMIT
 class RenderError(Exception):
     """The input cannot be rendered; `problems` say why (field paths and messages), one per line."""
 
-    def __init__(self, title: str, problems: Sequence[str] = ()) -> None:
+    def __init__(self, title: str, problems: Sequence[FieldError | str] = ()) -> None:
         # Values are capped where they are echoed (`runtime.echo.elide`); this caps what any one line can
-        # still grow to (a message quoting a long name), so no input can flood a terminal or a log.
-        title, problems = elide(title, _LINE_LIMIT), [elide(p, _LINE_LIMIT) for p in problems]
-        super().__init__(title if not problems else f"{title}: " + "; ".join(problems))
+        # still grow to (a message quoting a long name), and `error_lines` how many lines there are (at most
+        # `PER_KIND` of one kind, `MAX_LINES` in all), so no input can flood a terminal or a log.
+        title = elide(title, _LINE_LIMIT)
+        lines = [elide(p, _LINE_LIMIT) for p in error_lines(problems)]
+        super().__init__(title if not lines else f"{title}: " + "; ".join(lines))
         self.title = title
-        self.problems = tuple(problems)
+        self.problems = tuple(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -400,7 +405,7 @@ def _checked(document: Document, schemas: SchemaChecker | None, warnings: list[s
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
         errors.append(FieldError.required("metadata.name", "name or generateName is required"))
     if errors:
-        raise RenderError(f"{document.describe()} is invalid", [str(e) for e in errors])
+        raise RenderError(f"{document.describe()} is invalid", errors)
     if (warning := oversize_warning(obj, document.describe())) is not None:
         warnings.append(warning)
     return obj
@@ -509,7 +514,7 @@ def _render(
             else validate_cluster_training_runtime(runtime)
         )
         if admission.errors:
-            raise RenderError(f"{runtime_document.describe()} is invalid", [str(e) for e in admission.errors])
+            raise RenderError(f"{runtime_document.describe()} is invalid", admission.errors)
         warnings.extend(admission.warnings)
         if runtime_document.kind == constants.TRAINING_RUNTIME_KIND:
             runtime["metadata"].setdefault("namespace", metadata["namespace"])
@@ -544,7 +549,7 @@ def _render(
     typed = cast(TrainJob, trainjob)
     verdict = registry.validate(None, typed, reader)
     if verdict.errors:
-        raise RenderError(f"{name} is invalid", [str(e) for e in verdict.errors])
+        raise RenderError(f"{name} is invalid", verdict.errors)
     try:
         built = registry.new_objects(typed, reader)
     except (FrameworkError, InvalidQuantityError) as exc:

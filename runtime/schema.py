@@ -6,8 +6,12 @@ CEL rules, which `runtime.celvalidation` evaluates), and etcd's request size lim
 it on every TrainJob and runtime it reads; docs/render.md lists what it checks.
 
 Guarantees:
-- `SchemaChecker.check` never raises on decoded YAML/JSON, whatever its shape; it returns a defaulted copy
-  and the field errors, printed as the apiserver prints them.
+- `SchemaChecker.check` never raises on decoded YAML/JSON, whatever its shape or depth; it returns a
+  defaulted copy and the field errors, printed as the apiserver prints them. An object whose collections
+  nest more than `MAX_DEPTH` levels (128, as `trainer-render`'s reader and the webhook server refuse) is
+  not checked further: its one error names where (`spec.labels.a.a.a...: Forbidden: collections nested
+  more than 128 levels deep`), found by one walk without recursion, and the copy is shallow. Every other
+  walk here recurses, at most `MAX_DEPTH` levels down.
 - The CRDs ship inside this package: `CRD_DIR` (`runtime/crds/`) is a symbolic link to `config/crd/` in a
   source checkout (the one copy kustomize installs and `hack/gen-crds.py` writes), and setuptools copies
   the files it points to into wheels, so an installed package finds them too.
@@ -31,10 +35,12 @@ import yaml
 from runtime.api.views import copy_json
 from runtime.celvalidation import RuleValidator
 from runtime.framework import ErrorType, FieldError
+from runtime.kubeyaml import MAX_DEPTH
 
 __all__ = [
     "CRD_DIR",
     "ETCD_REQUEST_LIMIT",
+    "MAX_DEPTH",
     "CRDError",
     "SchemaChecker",
     "json_type",
@@ -220,9 +226,15 @@ class SchemaChecker:
         return cls(schemas, cluster_scoped=frozenset(cluster_scoped))
 
     def check(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
-        """(a defaulted copy of `obj`, the field errors); objects of unknown kinds come back unchanged."""
-        copy = cast(dict[str, Any], copy_json(obj))
+        """(a defaulted copy of `obj`, the field errors); objects of unknown kinds come back unchanged.
+
+        Never raises; an object nested deeper than `MAX_DEPTH` gets one error and a shallow copy."""
         kind = self._kinds.get((str(obj.get("apiVersion", "")), str(obj.get("kind", ""))))
+        deep = _too_deep(obj)
+        if deep is not None:
+            error = FieldError.forbidden(deep, f"collections nested more than {MAX_DEPTH} levels deep")
+            return dict(obj), [error] if kind is not None else []
+        copy = cast(dict[str, Any], copy_json(obj))
         if kind is None:
             return copy, []
         errors = _Errors()
@@ -457,6 +469,32 @@ class SchemaChecker:
             errors.append(
                 FieldError.invalid(path, value, f"should be less than or equal to {schema['maximum']}")
             )
+
+
+_PATH_SEGMENTS_SHOWN = 12
+"""How much of the path to a too-deep collection an error names (as the webhook server's refusal)."""
+
+
+def _too_deep(obj: Mapping[str, Any]) -> str | None:
+    """The field path of a collection more than `MAX_DEPTH` levels below `obj`, or None. Iterative: any depth
+    is walked in constant stack, and the walk stops at the first one found."""
+    # (value, its depth, its path as a linked list of (segment, parent)) for each collection still to see.
+    stack: list[tuple[Any, int, tuple[Any, ...] | None]] = [(obj, 0, None)]
+    while stack:
+        value, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            segments: list[str] = []
+            while path is not None:
+                segment, path = path
+                segments.append(segment)
+            shown = "".join(reversed(segments[-_PATH_SEGMENTS_SHOWN:])).lstrip(".")
+            return shown + "..." if len(segments) > _PATH_SEGMENTS_SHOWN else shown
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in items:
+            if isinstance(child, (dict, list)):
+                segment = f"[{key}]" if isinstance(value, list) else f".{key}"
+                stack.append((child, depth + 1, (segment, path)))
+    return None
 
 
 def _metadata_names(metadata: Any, *, namespaced: bool) -> list[FieldError]:

@@ -6,7 +6,9 @@ Go origin: kubeflow/trainer `pkg/webhooks` (`Setup`, `TrainJobDefaulter`, `Train
 `Defaulter`/`Validator` adapters (`admission/defaulter_custom.go`, `validator_custom.go`).
 
 - `/mutate-trainer-kubeflow-org-v1alpha1-trainjob` (TrainJob CREATE, UPDATE): stamps
-  `spec.runtimePatches[].time` (`runtime.core.defaulting`), answered as a JSON Patch.
+  `spec.runtimePatches[].time` (`runtime.core.defaulting`), answered as a JSON Patch of at most
+  `MAX_RUNTIME_PATCHES` (16) operations: a longer list, which the schema refuses after this webhook, is
+  left alone.
 - `/validate-trainer-kubeflow-org-v1alpha1-trainjob` (TrainJob CREATE, UPDATE):
   `RuntimeRegistry.validate(old, new, reader)`: the runtime exists, the plugins' checks; warnings for a
   deprecated ClusterTrainingRuntime.
@@ -19,7 +21,9 @@ Guarantees:
 
 - A rejection is controller-runtime's `Denied` for a validator's error: `allowed: false`, `code: 403`,
   `reason: Forbidden`, the message Go's aggregate of the field errors prints (`<path>: Invalid value: <v>:
-  <detail>`; several in `[a, b]`), warnings kept. A TrainJob whose `runtimeRef` names no registered runtime
+  <detail>`; several in `[a, b]`), warnings kept. However many errors, the message is bounded
+  (`runtime.framework.validation.error_lines`: at most 5 of one kind, 20 lines, then `and K more`), and so
+  is a 400's list of schema errors. A TrainJob whose `runtimeRef` names no registered runtime
   kind is denied with `spec.runtimeRef: Invalid value: {...}: unsupported runtime: <Kind>.<group>`
   (upstream's message is the part from `unsupported runtime`; the field path is this port's, so that every
   rejection names the field).
@@ -55,6 +59,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 import structlog
@@ -82,7 +87,7 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.core import RuntimeRegistry
 from runtime.core.defaulting import stamp_runtime_patch_times
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
-from runtime.framework import Reader, Validation
+from runtime.framework import FieldError, Reader, Validation, error_lines
 from runtime.schema import CRD_DIR, SchemaChecker
 
 __all__ = [
@@ -119,9 +124,7 @@ def aggregate_message(messages: list[str]) -> str:
 def _verdict(validation: Validation) -> AdmissionResponse:
     """A validator's answer (controller-runtime `validatorForType.Handle`)."""
     if validation.errors:
-        return denied(aggregate_message([str(e) for e in validation.errors])).with_warnings(
-            *validation.warnings
-        )
+        return denied(aggregate_message(error_lines(validation.errors))).with_warnings(*validation.warnings)
     return allowed().with_warnings(*validation.warnings)
 
 
@@ -163,19 +166,21 @@ class Schemas:
         self._lock = threading.Lock()
         self._checker = checker
 
-    def field_errors(self, obj: Mapping[str, Any]) -> list[str]:
-        """The object's schema violations, as the API server prints them."""
+    def errors(self, obj: Mapping[str, Any]) -> list[FieldError]:
+        """The object's schema violations."""
         with self._lock:
             if self._checker is None:
                 self._checker = SchemaChecker.from_crd_dir(CRD_DIR)
             checker = self._checker
-        return [str(error) for error in checker.check(obj)[1]]
+        return checker.check(obj)[1]
+
+    def field_errors(self, obj: Mapping[str, Any]) -> list[str]:
+        """The object's schema violations, as the API server prints them."""
+        return [str(error) for error in self.errors(obj)]
 
 
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 """What the rules raise on an object of the wrong shape."""
-_PROBLEMS_SHOWN = 20
-"""The most schema errors one answer lists (an object can be wrong in thousands of places)."""
 
 
 def _checked_shape(
@@ -188,15 +193,13 @@ def _checked_shape(
     try:
         return rules()
     except _SHAPE_ERRORS as exc:
-        problems = schemas.field_errors(new)
+        problems = schemas.errors(new)
         if old is not None:
-            problems += [f"request.oldObject: {p}" for p in schemas.field_errors(old)]
+            problems += [replace(p, path=f"request.oldObject.{p.path}") for p in schemas.errors(old)]
         if not problems:
             raise  # the schema finds nothing wrong: a bug in the rules, answered 500 and counted
         _log.info("webhooks.malformed_object", error=f"{type(exc).__name__}: {exc}", problems=len(problems))
-        if len(problems) > _PROBLEMS_SHOWN:
-            problems = [*problems[:_PROBLEMS_SHOWN], f"and {len(problems) - _PROBLEMS_SHOWN} more"]
-        return errored(400, aggregate_message(problems))
+        return errored(400, aggregate_message(error_lines(problems)))
 
 
 class TrainJobDefaulter(Handler):

@@ -15,7 +15,7 @@ Deliberately missing: error codes; the messages are the compatibility surface (e
 from __future__ import annotations
 
 from runtime.framework.errors import FrameworkError
-from runtime.framework.validation import FieldError
+from runtime.framework.validation import FieldError, error_lines
 
 __all__ = [
     "InvalidRuntimeError",
@@ -47,7 +47,7 @@ class InvalidTrainJobError(PermanentError):
     """The TrainJob fails a check the webhook should have made (it was created without the webhook)."""
 
     def __init__(self, errors: tuple[FieldError, ...]) -> None:
-        super().__init__("invalid TrainJob: " + "; ".join(str(e) for e in errors))
+        super().__init__("invalid TrainJob: " + "; ".join(error_lines(errors)))
         self.errors = errors
 
 

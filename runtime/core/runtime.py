@@ -29,8 +29,12 @@ Guarantees:
   (retried: the runtime may be fixed) and a `spec.runtimeRef` field error naming the runtime's field in
   `validate`. So a runtime stored under an older CRD or edited in etcd is refused before anything is built,
   never built once and then refused as a snapshot.
-- A runtime patch that cannot be merged is a `spec.runtimePatches` field error in `validate` (upstream
-  ignores the error there and fails every reconcile instead) and a `RuntimePatchError` in `new_objects`.
+- A runtime patch that cannot be merged is a field error of that item, `spec.runtimePatches[<i>]`, in
+  `validate` (upstream ignores the error there and fails every reconcile instead) and a
+  `RuntimePatchError` in `new_objects`.
+- `spec.runtimePatches` that is not a list of objects (a list of strings, of numbers, of lists: only an
+  object that bypassed the CRD schema) is a field error of each wrong item in `validate`, before any
+  plugin reads them, and `InvalidTrainJobError` in `new_objects`: never an internal error.
 - A count no Kubernetes cluster could run (`runtime.info.InvalidCountError`: `spec.trainer.numNodes` above
   `MAX_PODS_PER_JOB`, 100000, the API server's limit on an Indexed Job's parallelism; a runtime's
   `mlPolicy.numNodes`, `parallelism` or `replicas` above its bound) is a field error in `validate` (runtime
@@ -75,6 +79,7 @@ from runtime.framework.framework import Framework
 from runtime.framework.reader import Reader, ReadError
 from runtime.framework.validation import FieldError, Validation
 from runtime.info import Info, InvalidCountError, RuntimePatchError, build_info
+from runtime.schema import json_type
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
@@ -136,12 +141,14 @@ CLUSTER_TRAINING_RUNTIME = RuntimeKind(
 
 
 def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
-    """Checks every runtime kind makes, before any plugin: `spec.trainer.numNodes` and `numProcPerNode` ≥ 1.
+    """Checks every runtime kind makes, before any plugin: `spec.runtimePatches` is a list of objects, and
+    `spec.trainer.numNodes` and `numProcPerNode` ≥ 1.
 
     Upstream v2.3.0's schema bounds neither, so the CRDs (which match it) accept 0 and negative values.
     """
-    trainer = TrainJobView(trainjob).trainer or {}
-    errors: list[FieldError] = []
+    view = TrainJobView(trainjob)
+    trainer = view.trainer or {}
+    errors = _runtime_patch_shape_errors(view.spec.get("runtimePatches"))
     counts = (("numNodes", trainer.get("numNodes")), ("numProcPerNode", trainer.get("numProcPerNode")))
     for field, value in counts:
         if value is not None and value < 1:
@@ -149,6 +156,27 @@ def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
                 FieldError.invalid(f"spec.trainer.{field}", value, "must be greater than or equal to 1")
             )
     return tuple(errors)
+
+
+def _runtime_patch_shape_errors(patches: Any) -> list[FieldError]:
+    """`spec.runtimePatches` is a list of objects, as the CRD schema says (and Go's typed decoding needs),
+    before any plugin reads it: each wrong item is named, in the schema's words."""
+    if patches is None:
+        return []
+    if not isinstance(patches, list):
+        return [
+            FieldError.invalid(_RUNTIME_PATCHES, patches, f"must be of type array, not {json_type(patches)}")
+        ]
+    return [
+        FieldError.invalid(
+            f"{_RUNTIME_PATCHES}[{index}]", patch, f"must be of type object, not {json_type(patch)}"
+        )
+        for index, patch in enumerate(patches)
+        if not isinstance(patch, dict)
+    ]
+
+
+_RUNTIME_PATCHES = "spec.runtimePatches"
 
 
 class _TypedRuntimes:
@@ -303,12 +331,17 @@ class Runtime:
                     f"{constants.RUNTIME_DEPRECATION_POLICY_URL}"
                 ]
             )
+        if _runtime_patch_shape_errors(TrainJobView(new).spec.get("runtimePatches")):
+            return result  # in `result` already; the merge and the plugins read each patch as an object
         try:
             info = build_info(new, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
         except RuntimePatchError as exc:
-            return result + Validation.of(
-                [FieldError.invalid("spec.runtimePatches", exc.manager, exc.detail)]
-            )
+            if exc.path is None:  # spec.trainer.resourcesPerNode did not merge
+                resources = as_dict(TrainJobView(new).trainer).get("resourcesPerNode")
+                patch_error = FieldError.invalid("spec.trainer.resourcesPerNode", resources, exc.detail)
+            else:  # the patch at exc.path did not merge
+                patch_error = FieldError.invalid(exc.path, exc.manager, exc.detail)
+            return result + Validation.of([patch_error])
         except InvalidCountError as exc:
             if exc.in_trainjob:
                 return result + Validation.of([exc.error])

@@ -10,7 +10,8 @@ Module map:
 - `runtime.framework.framework`: `Framework`, which dispatches each phase to the plugins that implement it,
   and `PluginError`, what it raises when a plugin fails.
 - `runtime.framework.reader`: the `Reader` protocol (all cluster reads) and `MemoryReader`.
-- `runtime.framework.validation`: `FieldError` and `Validation` (validation returns, never raises).
+- `runtime.framework.validation`: `FieldError` and `Validation` (validation returns, never raises), and
+  `error_lines`, the one bounded way to report many field errors.
 - `runtime.framework.errors`: `FrameworkError`, `PhaseError`, `PluginConfigurationError`.
 
 Layering: the submodules import each other by module (never this package), `errors` and `validation`
@@ -48,7 +49,7 @@ from runtime.framework.registry import (
     PluginRegistry,
     load_plugins,
 )
-from runtime.framework.validation import ErrorType, FieldError, Validation
+from runtime.framework.validation import ErrorType, FieldError, Validation, error_lines
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -80,6 +81,7 @@ __all__ = [
     "Validation",
     "Watch",
     "WatchExtension",
+    "error_lines",
     "implements",
     "load_plugins",
 ]

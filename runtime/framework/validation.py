@@ -7,9 +7,15 @@ Guarantees:
 - A `FieldError` prints like Go's `field.Error.Error()`: `spec.trainer.env: Invalid value: ...: detail`,
   `spec.runtimePatches: Forbidden: detail`; the webhook puts these strings in its response unchanged.
 - `Validation` values are immutable and combine with `+` (errors and warnings keep their order).
+- Bounded whatever the input: a value is echoed in at most `runtime.echo.ECHO_LIMIT` characters, a field path
+  in at most `PATH_LIMIT` and a detail in at most `DETAIL_LIMIT`; and every report of many errors (the
+  webhooks' answers, `trainer-render`'s output, a TrainJob's `invalid TrainJob` condition) is made by
+  `error_lines`: at most `PER_KIND` errors of one kind (one type and detail), then `and K more ...`, and
+  at most `MAX_LINES` lines in all, then `and K more`. The lines it keeps print exactly as Go prints them.
 
 Deliberately missing: Go's `%#v` rendering of struct values. A bad value prints as a quoted string, a bare
-number or boolean, or compact JSON for anything else.
+number or boolean, or compact JSON for anything else. Go lists every error, however many (upstream answers a
+TrainJob with 1,600 bad runtime patch items with 1,600 lines).
 """
 
 from __future__ import annotations
@@ -21,9 +27,27 @@ from typing import Any
 
 import orjson
 
-from runtime.echo import elide
+from runtime.echo import ECHO_LIMIT, elide
 
-__all__ = ["ErrorType", "FieldError", "Validation"]
+__all__ = [
+    "DETAIL_LIMIT",
+    "MAX_LINES",
+    "PATH_LIMIT",
+    "PER_KIND",
+    "ErrorType",
+    "FieldError",
+    "Validation",
+    "error_lines",
+]
+
+PATH_LIMIT = 2 * ECHO_LIMIT
+"""The most characters of a field path one error prints (a map key from input is part of the path)."""
+DETAIL_LIMIT = 3 * ECHO_LIMIT
+"""The most characters of a detail one error prints (a detail may quote a name from input)."""
+PER_KIND = 5
+"""The most errors of one kind (same type, same detail) a report lists before `and K more ...`."""
+MAX_LINES = 20
+"""The most lines a report lists (errors and `and K more ...` lines) before its last, `and K more`."""
 
 
 class ErrorType(enum.Enum):
@@ -90,11 +114,55 @@ class FieldError:
         if self.type not in _VALUELESS and self.has_value:
             text = f"{text}: {_render(self.value)}"
         if self.message:
-            text = f"{text}: {self.message}"
+            text = f"{text}: {elide(self.message, DETAIL_LIMIT)}"
         return text
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.body()}"
+        return f"{elide(self.path, PATH_LIMIT)}: {self.body()}"
+
+    @property
+    def kind(self) -> tuple[ErrorType, str]:
+        """What `error_lines` groups by: the type and the detail (not the path nor the value)."""
+        return self.type, self.message
+
+
+def error_lines(
+    errors: Iterable[FieldError | str], *, per_kind: int = PER_KIND, max_lines: int = MAX_LINES
+) -> list[str]:
+    """The lines that report `errors`, bounded whatever their number: what every report of several field
+    errors prints (one line each, or joined by the caller).
+
+    1. Identical lines are listed once (as Go's `utilerrors.NewAggregate` does).
+    2. Of each kind of `FieldError` (`FieldError.kind`: its type and detail), the first `per_kind` are
+       listed as Go prints them; right after the last of them comes `and K more <type> errors: <detail>`.
+       A plain string is a kind of its own.
+    3. After `max_lines` lines, one last line `and K more` counts the errors not listed.
+
+    So at most `max_lines + 1` lines, each bounded (`FieldError.__str__`), in the order the errors came.
+    """
+    unique: dict[str, FieldError | str] = {}
+    for error in errors:
+        unique.setdefault(str(error), error)
+    totals: dict[object, int] = {}
+    for error in unique.values():
+        key = error.kind if isinstance(error, FieldError) else error
+        totals[key] = totals.get(key, 0) + 1
+    lines: list[tuple[str, int]] = []  # (line, how many errors it reports)
+    listed: dict[object, int] = {}
+    for line, error in unique.items():
+        key = error.kind if isinstance(error, FieldError) else error
+        seen = listed[key] = listed.get(key, 0) + 1
+        if seen <= per_kind:
+            lines.append((line, 1))
+        if seen == per_kind and totals[key] > per_kind and isinstance(error, FieldError):
+            more = totals[key] - per_kind
+            detail = f": {elide(error.message, DETAIL_LIMIT)}" if error.message else ""
+            lines.append((f"and {more} more {error.type.value} errors{detail}", more))
+    if len(lines) <= max_lines:
+        return [line for line, _ in lines]
+    kept = lines[:max_lines]
+    rest = len(unique) - sum(count for _, count in kept)
+    return [*(line for line, _ in kept), f"and {rest} more"]
 
 
 def _render(value: Any) -> str:

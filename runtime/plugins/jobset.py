@@ -9,8 +9,11 @@ What it does, by phase:
   only while the TrainJob is (or becomes) suspended and no replicated job is active; patch managers are
   domain-prefixed paths; patches name replicated jobs and containers that the runtime (as written, before
   patches: upstream checks the patched template, where the check always passes) has, and set no env on
-  the `node`/initializer containers; the pods the TrainJob would run (its `numNodes` on the trainer job,
-  each job's `replicas` times count) are at most `MAX_PODS_PER_TRAINJOB`.
+  the `node`/initializer containers, each error at the item it is about
+  (`spec.runtimePatches[i].trainingRuntimeSpec.template.spec.replicatedJobs[j].name`, with upstream's
+  detail; upstream reports every one at `spec.runtimePatches`, with the whole list as the value); the
+  pods the TrainJob would run (its `numNodes` on the trainer job, each job's `replicas` times count) are
+  at most `MAX_PODS_PER_TRAINJOB`.
 - WatchExtension: JobSets, enqueueing their controlling TrainJob (registered even when the JobSet CRD is
   missing, as upstream).
 - PodNetwork: each PodSet's endpoints `<trainjob>-<job>-<replica>-<pod>.<subdomain>` (subdomain =
@@ -71,6 +74,8 @@ INITIALIZER_ENV_STORAGE_URI = "STORAGE_URI"
 
 _RUNTIME_REF = "spec.runtimeRef"
 _RUNTIME_PATCHES = "spec.runtimePatches"
+_NO_ENV_CONTAINERS = (constants.DATASET_INITIALIZER, constants.MODEL_INITIALIZER, constants.NODE)
+"""The containers whose env a runtime patch may not set (the plugins own it)."""
 _DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _HTTP_PATH = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
 _DNS1123_SUBDOMAIN_MESSAGE = (
@@ -299,60 +304,69 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
                 continue
             errors.append(FieldError.invalid(_RUNTIME_REF, runtime_ref, message))
         errors.extend(self._patch_immutability_errors(old, new, reader))
-        patches = [dict(p) for p in view.runtime_patches]
-        for patch in view.runtime_patches:
+        for index, patch in enumerate(view.runtime_patches):
             errors.extend(
-                domain_prefixed_path_errors(f"{_RUNTIME_PATCHES}.manager", str(patch.get("manager", "")))
+                self._runtime_patch_errors(f"{_RUNTIME_PATCHES}[{index}]", patch, runtime_containers_by_job)
             )
-            spec = as_dict(as_dict(as_dict(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
-            for job_patch in as_list(spec.get("replicatedJobs")):
-                job_name = as_dict(job_patch).get("name")
-                names = runtime_containers_by_job.get(str(job_name))
-                if names is None:
-                    errors.append(
-                        FieldError.invalid(
-                            _RUNTIME_PATCHES,
-                            patches,
-                            "must not have replicated job that doesn't exist in the runtime job template",
-                        )
-                    )
-                    continue
-                pod_spec = replicated_job_pod_spec(job_patch)
-                for container in as_list(pod_spec.get("initContainers")):
-                    if as_dict(container).get("name") not in names:
-                        errors.append(
-                            FieldError.invalid(
-                                _RUNTIME_PATCHES,
-                                patches,
-                                "must not have initContainer that doesn't exist in the runtime job "
-                                f"{job_name}",
-                            )
-                        )
-                for container in as_list(pod_spec.get("containers")):
-                    container_name = as_dict(container).get("name")
-                    if container_name not in names:
-                        errors.append(
-                            FieldError.invalid(
-                                _RUNTIME_PATCHES,
-                                patches,
-                                f"must not have container that doesn't exist in the runtime job {job_name}",
-                            )
-                        )
-                    elif as_dict(container).get("env") and container_name in (
-                        constants.DATASET_INITIALIZER,
-                        constants.MODEL_INITIALIZER,
-                        constants.NODE,
-                    ):
-                        errors.append(
-                            FieldError.invalid(
-                                _RUNTIME_PATCHES,
-                                patches,
-                                f"must not have envs for the {constants.DATASET_INITIALIZER}, "
-                                f"{constants.MODEL_INITIALIZER}, {constants.NODE} containers",
-                            )
-                        )
         errors.extend(self._pod_count_errors(info, view))
         return Validation.of(errors)
+
+    @staticmethod
+    def _runtime_patch_errors(
+        path: str, patch: Any, runtime_containers_by_job: Mapping[str, set[str]]
+    ) -> list[FieldError]:
+        """One runtime patch's checks: its manager, and the jobs and containers it names, each error at the
+        field it is about (upstream reports them all at `spec.runtimePatches`, echoing the whole list)."""
+        patch = as_dict(patch)
+        errors = domain_prefixed_path_errors(f"{path}.manager", str(patch.get("manager", "")))
+        jobs_path = f"{path}.trainingRuntimeSpec.template.spec.replicatedJobs"
+        spec = as_dict(as_dict(as_dict(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
+        for job_index, job_patch in enumerate(as_list(spec.get("replicatedJobs"))):
+            job_path = f"{jobs_path}[{job_index}]"
+            job_name = as_dict(job_patch).get("name")
+            names = runtime_containers_by_job.get(str(job_name))
+            if names is None:
+                errors.append(
+                    FieldError.invalid(
+                        f"{job_path}.name",
+                        job_name,
+                        "must not have replicated job that doesn't exist in the runtime job template",
+                    )
+                )
+                continue
+            pod_path = f"{job_path}.template.spec.template.spec"
+            pod_spec = replicated_job_pod_spec(job_patch)
+            for index, container in enumerate(as_list(pod_spec.get("initContainers"))):
+                container_name = as_dict(container).get("name")
+                if container_name not in names:
+                    errors.append(
+                        FieldError.invalid(
+                            f"{pod_path}.initContainers[{index}].name",
+                            container_name,
+                            f"must not have initContainer that doesn't exist in the runtime job {job_name}",
+                        )
+                    )
+            for index, container in enumerate(as_list(pod_spec.get("containers"))):
+                container_name = as_dict(container).get("name")
+                env = as_dict(container).get("env")
+                if container_name not in names:
+                    errors.append(
+                        FieldError.invalid(
+                            f"{pod_path}.containers[{index}].name",
+                            container_name,
+                            f"must not have container that doesn't exist in the runtime job {job_name}",
+                        )
+                    )
+                elif env and container_name in _NO_ENV_CONTAINERS:
+                    errors.append(
+                        FieldError.invalid(
+                            f"{pod_path}.containers[{index}].env",
+                            env,
+                            f"must not have envs for the {constants.DATASET_INITIALIZER}, "
+                            f"{constants.MODEL_INITIALIZER}, {constants.NODE} containers",
+                        )
+                    )
+        return errors
 
     @staticmethod
     def _pod_count_errors(info: Info, view: TrainJobView) -> list[FieldError]:

@@ -15,6 +15,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 
 from runtime.framework import FieldError
+from runtime.framework.validation import MAX_LINES, PER_KIND
 from runtime.render import (
     DEFAULT_CRD_DIR,
     PLACEHOLDER_UID,
@@ -233,6 +234,54 @@ def test_an_unknown_runtime_is_the_webhooks_not_found_error(tmp_path: Path) -> N
         '"kind":"ClusterTrainingRuntime"}: clustertrainingruntimes.trainer.kubeflow.org "missing" not found: '
         "specified clusterTrainingRuntime must be created before the TrainJob is created\n"
     )
+
+
+def _trainjob_json(tmp_path: Path, **spec_and_status: Any) -> Path:
+    trainjob = yaml.safe_load(TRAINJOB)
+    status = spec_and_status.pop("status", None)
+    trainjob["spec"].update(spec_and_status)
+    if status is not None:
+        trainjob["status"] = status
+    path = tmp_path / "trainjob.json"
+    path.write_bytes(orjson.dumps(trainjob))
+    return path
+
+
+def test_ten_thousand_bad_conditions_are_reported_in_a_handful_of_lines(tmp_path: Path) -> None:
+    # Each condition lacks four required fields: 40,000 errors, printed one a line (2 MB) before.
+    conditions = [{"type": f"T{i}"} for i in range(10_000)]
+    code, _, err = _run(_trainjob_json(tmp_path, status={"conditions": conditions}), "-r", RUNTIMES)
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[1:3] == [
+        "  status.conditions[0].lastTransitionTime: Required value",
+        "  status.conditions[0].message: Required value",
+    ]
+    assert lines[-2:] == [
+        f"  and {40_000 - PER_KIND} more Required value errors",
+        "  status.conditions: Too many: 10000: must have at most 8 items",
+    ]
+    assert len(lines) <= MAX_LINES + 2
+
+
+def test_sixteen_hundred_bad_runtime_patch_items_are_named_and_bounded(tmp_path: Path) -> None:
+    jobs = [{"name": f"x{j}"} for j in range(100)]
+    patches = [
+        {"manager": f"acme.io/m{i}", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}}}
+        for i in range(16)
+    ]
+    code, _, err = _run(_trainjob_json(tmp_path, runtimePatches=patches), "-r", RUNTIMES)
+    assert code == 2
+    detail = "must not have replicated job that doesn't exist in the runtime job template"
+    assert err.splitlines() == [
+        "trainer-render: TrainJob default/demo is invalid",
+        *(
+            f"  spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[{j}].name: "
+            f'Invalid value: "x{j}": {detail}'
+            for j in range(PER_KIND)
+        ),
+        f"  and {1600 - PER_KIND} more Invalid value errors: {detail}",
+    ]
 
 
 def test_a_runtime_defined_twice_is_an_error(tmp_path: Path) -> None:

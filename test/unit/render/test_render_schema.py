@@ -425,3 +425,28 @@ def test_benchmark_schema_check_with_cel_rules() -> None:
             call()
         elapsed = time.perf_counter() - started
         print(f"{label}: {elapsed / rounds * 1e3:,.2f} ms each")
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [500, 5_000, 100_000])
+def test_an_object_nested_at_any_depth_is_one_field_error_never_a_recursion_error(depth: int) -> None:
+    # `check` promises never to raise: it recursed once per level and raised RecursionError from depth 500.
+    checked, errors = SCHEMAS.check(_trainjob(labels=_nested(depth)))
+    assert [str(e) for e in errors] == [
+        "spec.labels.a.a.a.a.a.a.a.a.a.a...: Forbidden: collections nested more than 128 levels deep"
+    ]
+    assert checked["spec"]["labels"]["a"]["a"]["a"] is not None
+
+
+def test_an_object_nested_within_the_bound_is_checked_as_usual() -> None:
+    trainjob = _trainjob()
+    trainjob["metadata"]["annotations"] = _nested(120)
+    [error] = _errors(trainjob)
+    assert error.startswith('metadata.annotations: Invalid value: {"a":{"a":')
+    assert error.endswith(" characters): must be a map of strings to strings")

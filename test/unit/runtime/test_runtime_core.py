@@ -332,6 +332,34 @@ def test_zero_nodes_are_rejected_by_validation_and_build(make: Make) -> None:
         REGISTRY.new_objects(trainjob, MemoryReader([runtime]))
 
 
+def test_runtime_patches_that_are_not_objects_are_field_errors_in_validation_and_build(make: Make) -> None:
+    # Only an object that bypassed the CRD schema has them; the plugins read every patch as an object.
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
+    trainjob = make.trainjob()
+    trainjob["spec"]["runtimePatches"] = ["a", [1], 2]
+    assert [str(e) for e in REGISTRY.validate(None, trainjob, MemoryReader([runtime])).errors] == [
+        'spec.runtimePatches[0]: Invalid value: "a": must be of type object, not string',
+        "spec.runtimePatches[1]: Invalid value: [1]: must be of type object, not array",
+        "spec.runtimePatches[2]: Invalid value: 2: must be of type object, not integer",
+    ]
+    with pytest.raises(InvalidTrainJobError, match=r"spec\.runtimePatches\[0\]"):
+        REGISTRY.new_objects(trainjob, MemoryReader([runtime]))
+
+
+def test_an_invalid_trainjob_error_is_bounded_however_many_fields_are_wrong(make: Make) -> None:
+    # Its message becomes a condition and an event: 100,000 bad items are a few lines, not 100,000.
+    runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
+    trainjob = make.trainjob()
+    trainjob["spec"]["runtimePatches"] = ["a"] * 100_000
+    with pytest.raises(InvalidTrainJobError) as raised:
+        REGISTRY.new_objects(trainjob, MemoryReader([runtime]))
+    assert len(raised.value.errors) == 100_000
+    assert str(raised.value).endswith(
+        "; and 99995 more Invalid value errors: must be of type object, not string"
+    )
+    assert len(str(raised.value)) < 1000
+
+
 @pytest.mark.parametrize(
     ("trainer", "error"),
     [
@@ -377,7 +405,7 @@ def test_a_bad_runtime_patch_is_a_validation_error_and_a_build_error(make: Make)
     }
     trainjob = make.trainjob(runtime_patches=[patch])
     errors = REGISTRY.validate(None, trainjob, MemoryReader([runtime])).errors
-    assert [(e.path, e.value) for e in errors] == [("spec.runtimePatches", "acme.io/m")]
+    assert [(e.path, e.value) for e in errors] == [("spec.runtimePatches[0]", "acme.io/m")]
     with pytest.raises(RuntimePatchError):
         REGISTRY.new_objects(trainjob, MemoryReader([runtime]))
 

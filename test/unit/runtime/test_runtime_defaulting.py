@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
 
-from runtime.core.defaulting import stamp_runtime_patch_times
+from runtime.core.defaulting import MAX_RUNTIME_PATCHES, stamp_runtime_patch_times
+from runtime.schema import CRD_DIR
 from runtime.testing import Make
 
 make = Make(runtime_kind="ClusterTrainingRuntime")
@@ -133,3 +135,16 @@ def test_the_arguments_are_not_mutated_and_odd_entries_are_left_alone() -> None:
 def test_a_trainjob_without_patches_is_returned_equal() -> None:
     new = make.trainjob()
     assert stamp_runtime_patch_times(new, new, NOW) == new
+
+
+def test_more_patches_than_the_schema_allows_are_left_alone() -> None:
+    # The API server refuses them after the mutating webhooks; stamping them only grew the answer.
+    patches = [{"manager": f"acme.io/m{i}"} for i in range(MAX_RUNTIME_PATCHES + 1)]
+    assert stamp(patches) == [None] * (MAX_RUNTIME_PATCHES + 1)
+    assert stamp(patches[:MAX_RUNTIME_PATCHES]) == [STAMP] * MAX_RUNTIME_PATCHES
+
+
+def test_the_most_patches_is_the_crds_max_items() -> None:
+    crd = yaml.safe_load((CRD_DIR / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["runtimePatches"]["maxItems"] == MAX_RUNTIME_PATCHES

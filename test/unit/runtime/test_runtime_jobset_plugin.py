@@ -434,13 +434,25 @@ def test_runtime_patches_must_name_existing_jobs_and_containers(make: Make) -> N
     ]
     trainjob = make.trainjob(runtime_patches=patches)
     result = PLUGIN.validate(_info(make, trainjob), None, trainjob, MemoryReader())
-    assert {(e.path, e.type.value) for e in result.errors} == {("spec.runtimePatches", "Invalid value")}
-    assert [e.message for e in result.errors] == [
+    # Upstream's details, each at the item it is about (upstream: all at `spec.runtimePatches`, echoing the
+    # whole list, so 1,600 bad items printed 1,600 copies of it).
+    job, pod = "trainingRuntimeSpec.template.spec.replicatedJobs[0]", "template.spec.template.spec"
+    assert [str(e) for e in result.errors] == [
+        f'spec.runtimePatches[0].{job}.name: Invalid value: "missing": '
         "must not have replicated job that doesn't exist in the runtime job template",
+        f'spec.runtimePatches[1].{job}.{pod}.initContainers[0].name: Invalid value: "nope": '
         "must not have initContainer that doesn't exist in the runtime job node",
+        f'spec.runtimePatches[2].{job}.{pod}.containers[0].name: Invalid value: "nope": '
         "must not have container that doesn't exist in the runtime job node",
+        f'spec.runtimePatches[2].{job}.{pod}.containers[1].env: Invalid value: [{{"name":"A","value":"1"}}]: '
         "must not have envs for the dataset-initializer, model-initializer, node containers",
     ]
+
+
+def test_a_runtime_patch_manager_error_names_the_item(make: Make) -> None:
+    trainjob = make.trainjob(runtime_patches=[_runtime_patch(), _runtime_patch("manager-1")])
+    result = PLUGIN.validate(_info(make, trainjob), None, trainjob, MemoryReader())
+    assert [e.path for e in result.errors] == ["spec.runtimePatches[1].manager"]
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,10 @@ from controller.trainer.webhooks import (
 )
 from controller.webhook.admission import AdmissionRequest, AdmissionResponse, Webhook
 from runtime.api import constants
+from runtime.core.defaulting import MAX_RUNTIME_PATCHES
 from runtime.core.snapshot import build_snapshot
 from runtime.framework import MemoryReader
+from runtime.framework.validation import PER_KIND
 from runtime.testing import Make
 
 make = Make(runtime_kind=constants.CLUSTER_TRAINING_RUNTIME_KIND)
@@ -103,6 +105,17 @@ def test_the_defaulter_allows_delete_and_needs_the_old_object_on_update() -> Non
         400,
         "request.oldObject is required for UPDATE",
     )
+
+
+def test_the_defaulter_answers_more_patches_than_the_schema_allows_without_a_patch() -> None:
+    # A JSON Patch `add` per entry (about 70 bytes for an entry of 25) grew the answer faster than the
+    # request: 11 MB for 100,000 entries. The API server refuses more than MAX_RUNTIME_PATCHES anyway.
+    many = make.trainjob(runtime_patches=[{"manager": f"acme.io/m{i}"} for i in range(100_000)])
+    response = TrainJobDefaulter(FakeClock(wall=NOW)).handle(request("CREATE", many))
+    assert (response.allowed, response.patch) == (True, ())
+    most = make.trainjob(runtime_patches=[{"manager": f"acme.io/m{i}"} for i in range(MAX_RUNTIME_PATCHES)])
+    stamped = TrainJobDefaulter(FakeClock(wall=NOW)).handle(request("CREATE", most)).patch
+    assert len(stamped) == MAX_RUNTIME_PATCHES
 
 
 # --- TrainJob validator ----------------------------------------------------------------------------------
@@ -258,6 +271,54 @@ def test_an_object_of_the_wrong_shape_is_a_400_with_the_schemas_field_errors(
     trainjob = {**make.trainjob(), "spec": spec}
     response = validate(registry, MemoryReader([]), "CREATE", trainjob)
     assert (response.allowed, response.code, response.message) == (False, 400, message)
+
+
+@pytest.mark.parametrize(
+    ("patches", "first"),
+    [
+        (["a", "b"], 'spec.runtimePatches[0]: Invalid value: "a": must be of type object, not string'),
+        ([[1]], "spec.runtimePatches[0]: Invalid value: [1]: must be of type object, not array"),
+        (
+            [{"manager": "acme.io/a"}, 7],
+            "spec.runtimePatches[1]: Invalid value: 7: must be of type object, not integer",
+        ),
+        ("abc", 'spec.runtimePatches: Invalid value: "abc": must be of type array, not string'),
+    ],
+    ids=["strings", "a list", "a number after an object", "a string for the list"],
+)
+def test_runtime_patches_that_are_not_objects_are_denied_naming_each_item(
+    registry: Any, patches: Any, first: str
+) -> None:
+    # Was "spec: Internal error: plugin JobSet failed in CustomValidation: dictionary update sequence ...".
+    trainjob = make.trainjob()
+    trainjob["spec"]["runtimePatches"] = patches
+    response = validate(registry, MemoryReader([cluster_runtime()]), "CREATE", trainjob)
+    assert (response.allowed, response.code) == (False, 403)
+    assert response.message.lstrip("[").startswith(first)
+    assert "Internal error" not in response.message
+
+
+def test_sixteen_hundred_bad_runtime_patch_items_are_named_and_bounded(registry: Any) -> None:
+    # 16 patches (the schema's most) naming 100 replicated jobs each that the runtime does not have: upstream
+    # answers with one `spec.runtimePatches` line echoing all patches per item.
+    jobs = [{"name": f"x{j}"} for j in range(100)]
+    patches = [
+        {"manager": f"acme.io/m{i}", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}}}
+        for i in range(16)
+    ]
+    response = validate(
+        registry, MemoryReader([cluster_runtime()]), "CREATE", make.trainjob(runtime_patches=patches)
+    )
+    detail = "must not have replicated job that doesn't exist in the runtime job template"
+    assert response.message == (
+        "["
+        + ", ".join(
+            f"spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[{j}].name: "
+            f'Invalid value: "x{j}": {detail}'
+            for j in range(PER_KIND)
+        )
+        + f", and {1600 - PER_KIND} more Invalid value errors: {detail}]"
+    )
 
 
 def test_an_object_the_schema_finds_nothing_wrong_with_is_never_blamed_on_its_shape(registry: Any) -> None:
