@@ -42,6 +42,7 @@ __all__ = [
     "RESOURCE_REQUIREMENTS",
     "PatchMeta",
     "StrategicMergeError",
+    "json_key",
     "strategic_merge",
 ]
 
@@ -276,7 +277,7 @@ def _scalar_key(value: Any) -> tuple[str, Any]:
     return (type(value).__name__, value)
 
 
-def _hashable(value: Any) -> Hashable:
+def json_key(value: Any) -> Hashable:
     """A hashable stand-in for a JSON value that is equal to another's exactly when the values are `==`.
 
     Merge-key values are compared with Python's `==` (so `1`, `1.0` and `True` are one key, as before the
@@ -284,9 +285,9 @@ def _hashable(value: Any) -> Hashable:
     a map and a list never meet, and every scalar stands for itself (JSON values hold no tuples).
     """
     if isinstance(value, dict):
-        return ("map", frozenset((k, _hashable(v)) for k, v in value.items()))
+        return ("map", frozenset((k, json_key(v)) for k, v in value.items()))
     if isinstance(value, list):
-        return ("list", tuple(_hashable(v) for v in value))
+        return ("list", tuple(json_key(v) for v in value))
     return value  # type: ignore[no-any-return]
 
 
@@ -335,7 +336,7 @@ def _merge_special_elements(original: list[Any], patch: list[Any], key: str) -> 
         if _DIRECTIVE not in item:
             plain.append(item)
         elif directive == "delete":
-            doomed.add(_hashable(_item_key(item, key)))
+            doomed.add(json_key(_item_key(item, key)))
             if not checked:
                 for candidate in original:
                     _item_key(candidate, key)
@@ -347,7 +348,7 @@ def _merge_special_elements(original: list[Any], patch: list[Any], key: str) -> 
         else:
             raise StrategicMergeError(f"unknown patch type {directive!r} in list")
     if doomed:
-        original = [o for o in original if _hashable(o[key]) not in doomed]
+        original = [o for o in original if json_key(o[key]) not in doomed]
     if replace:
         return plain, []
     return original, plain
@@ -377,7 +378,7 @@ class _KeyIndex:
             self.appended(item)
 
     def _identity(self, item: Any) -> Any:
-        return _hashable(item[self._key]) if _is_map(item) and self._key in item else _KEYLESS
+        return json_key(item[self._key]) if _is_map(item) and self._key in item else _KEYLESS
 
     def _file(self, position: int, identity: Any) -> None:
         if identity is _KEYLESS:
@@ -399,7 +400,7 @@ class _KeyIndex:
             self._file(position, identity)
 
     def first(self, value: Any) -> int | None:
-        identity = _hashable(value)
+        identity = json_key(value)
         heap = self._heaps.get(identity)
         while heap:
             position = heap[0]
@@ -445,11 +446,11 @@ def _partition(merged: list[Any], patch: list[Any], key: str | None) -> tuple[li
             [v for v in merged if _scalar_key(v) in in_patch],
             [v for v in merged if _scalar_key(v) not in in_patch],
         )
-    patch_keys = {_hashable(_item_key(v, key)) for v in patch}
+    patch_keys = {json_key(_item_key(v, key)) for v in patch}
     hits: list[Any] = []
     rest: list[Any] = []
     for item in merged:
-        (hits if _hashable(_item_key(item, key)) in patch_keys else rest).append(item)
+        (hits if json_key(_item_key(item, key)) in patch_keys else rest).append(item)
     return hits, rest
 
 
@@ -468,7 +469,7 @@ def _index_fn(items: list[Any], key: str | None) -> Callable[[Any], int]:
 def _identity(item: Any, key: str | None) -> Hashable:
     if key is None:
         return _scalar_key(item)
-    return _hashable(item.get(key)) if _is_map(item) else None
+    return json_key(item.get(key)) if _is_map(item) else None
 
 
 def _normalize_element_order(
