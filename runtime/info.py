@@ -189,12 +189,12 @@ def _upsert_by(items: list[dict[str, Any]], news: Iterable[Mapping[str, Any]], f
     for new in news:
         identity = json_key(new.get(field))
         owned = _copy(new)
-        index = positions.get(identity)
-        if index is None:
+        found = positions.get(identity)
+        if found is None:
             positions[identity] = len(items)
             items.append(owned)
         else:
-            items[index] = owned
+            items[found] = owned
 
 
 def upsert_env(items: list[dict[str, Any]], *envs: Mapping[str, Any]) -> None:
