@@ -15,8 +15,11 @@ Semantics (one property per line, each tested):
   the original keep theirs, and an original-only item is placed before a patch item only when both were in
   the original and it came first. Runtime env `[INIT_ENV, DATASET_PATH]` patched with
   `[INIT_ENV, NEW_VALUE]` gives `[INIT_ENV, NEW_VALUE, DATASET_PATH]`.
-- Merge-strategy lists of scalars (`finalizers`) are the union, de-duplicated with Go's swap-with-last
-  algorithm (so the order of duplicates follows Go exactly).
+- Merge-strategy lists of scalars (`finalizers`) are the union, in Go's order (which does not depend on
+  how Go's swap-with-last de-duplication shuffles them: see `_merge_scalars`).
+- Work: O(n log n) for n items of the original and the patch, O(n) unless a merge changes an item's
+  merge key (a `null` key; a map-valued key with nulls inside). Items are found by their merge key through
+  an index, never by a search per item; merge keys compare as Python's `==` does (`json_key`).
 - Directives: `$patch: replace` / `$patch: delete` on a map, `$patch: delete` (by merge key) and
   `$patch: replace` as list items, `$retainKeys`, and `$deleteFromPrimitiveList/<field>`.
 - Neither input is modified; the result shares no mutable structure with them.

@@ -9,7 +9,7 @@ quadratic one about 10, so it fails. It asserts the shape, never a wall-clock fi
 Robust on a loaded machine: each time is the least of `REPEAT` runs with the garbage collector paused,
 the two sizes are timed alternately (so load hits both alike), times below `FLOOR` count as `FLOOR`
 (too short to tell growth from noise), and a combination over the bound is measured once more with more
-runs before it fails. Sizes are small enough that the whole module takes about 15 s.
+runs before it fails. Sizes are small enough that the whole module takes about 15 s on an idle core.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from controller.trainer.scaling import ENTRY_POINTS, KINDS, PLACES, best_time, e
 SMALL = 6 * 1024
 FACTOR = 10
 BOUND = 3.0
-REPEAT = 3
-RETRY_REPEAT = 7
+REPEAT = 2
+RETRY_REPEAT = 5
 FLOOR = 0.002
 
 
