@@ -283,9 +283,9 @@ def _scalar_key(value: Any) -> tuple[str, Any]:
 def json_key(value: Any) -> Hashable:
     """A hashable stand-in for a JSON value that is equal to another's exactly when the values are `==`.
 
-    Merge-key values are compared with Python's `==` (so `1`, `1.0` and `True` are one key, as before the
-    lists were indexed); a map becomes a frozen set of (key, stand-in) pairs and a list a tagged tuple, so
-    a map and a list never meet, and every scalar stands for itself (JSON values hold no tuples).
+    Merge-key values compare as Python's `==` compares them (`1`, `1.0` and `True` are one key): a map
+    becomes a frozen set of (key, stand-in) pairs and a list a tagged tuple, so a map and a list never
+    meet, and every scalar stands for itself (JSON values hold no tuples). O(size of the value).
     """
     if isinstance(value, dict):
         return ("map", frozenset((k, json_key(v)) for k, v in value.items()))
@@ -422,7 +422,7 @@ def _merge_without_special_elements(
 ) -> list[Any]:
     """Each patch item merged into the first item with its key, or appended (Go `mergeSlice`).
 
-    As the linear search this replaces: an item without the merge key met before the match (or anywhere,
+    As a search from the start would: an item without the merge key met before the match (or anywhere,
     when nothing matches) is an error naming it."""
     merged = list(original)
     index = _KeyIndex(merged, key)
