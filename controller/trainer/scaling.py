@@ -5,28 +5,31 @@ A tenant decides the size of four kinds of collection the pipeline works through
 
 - kinds: `scalars` (the job template's `metadata.finalizers`: a strategic-merge union, no `maxItems`),
   `keyed` (containers' `env`: merged by name; in a runtime half of them are the trainer container's,
-  which plugins upsert into), `atomic` (the pod spec's
-  `tolerations`: replaced whole), `map` (the pod spec's `nodeSelector`: merged key by key);
+  which plugins upsert into), `atomic` (the pod spec's `tolerations`: replaced whole), `map` (the pod
+  spec's `nodeSelector`: merged key by key);
 - places: `patches` (two `spec.runtimePatches` of half the items each, overlapping by half, over a runtime
   holding one), `runtime` (a namespaced TrainingRuntime holding them, under a TrainJob whose patch touches
   two and whose `spec.trainer.env` has 100 variables), `snapshot` (that runtime read from the TrainJob's
   runtime snapshot ConfigMap, the live runtime gone).
 
 `scenario(place, kind, size)` builds the objects so that the tenant's object (the TrainJob for `patches`,
-the runtime otherwise) is about `size` bytes of JSON, and `entry_points(scenario)` names a call per
+the runtime for `runtime`, the ConfigMap for `snapshot`) is about `size` bytes of JSON, and `entry_points(scenario)` names a call per
 entry point: the TrainJob admission webhooks (and the TrainingRuntime one for a runtime) over the wire
 format, `RuntimeRegistry.validate`, `new_objects`, `next_status`, and `trainer-render`. Lists beyond
 a `maxItems` of the CRDs are generated anyway: the API server would refuse them, but render and the
-reconciler's snapshot read must still answer in time. `best_time` is the least of several runs.
+reconciler's snapshot read must still answer in time. Each call reads a fresh copy of the runtime or
+snapshot (`Scenario.reader`), so no cache hides the work. `best_time` is the least of several runs.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import io
+import itertools
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import orjson
@@ -63,24 +66,19 @@ KINDS: Final = ("scalars", "keyed", "atomic", "map")
 PLACES: Final = ("patches", "runtime", "snapshot")
 ENTRY_POINTS: Final = ("admission", "validate", "new_objects", "next_status", "render")
 
-_READS = 0
 _MAKE = Make(name="big", namespace="team", uid="big-uid", runtime_name="big-runtime")
-_CHECKER: SchemaChecker | None = None
-_REGISTRY: RuntimeRegistry | None = None
 
 
+@functools.cache
 def _checker() -> SchemaChecker:
-    global _CHECKER  # noqa: PLW0603 - one schema checker for every scenario (loading it takes a second)
-    if _CHECKER is None:
-        _CHECKER = SchemaChecker.from_crd_dir(CRD_DIR)
-    return _CHECKER
+    """One schema checker for every scenario (loading it takes a second)."""
+    return SchemaChecker.from_crd_dir(CRD_DIR)
 
 
+@functools.cache
 def _registry() -> RuntimeRegistry:
-    global _REGISTRY  # noqa: PLW0603 - as the manager: one registry for every call
-    if _REGISTRY is None:
-        _REGISTRY = new_registry()
-    return _REGISTRY
+    """One registry for every call, as the manager has."""
+    return new_registry()
 
 
 def _items(kind: str, count: int, start: int = 0) -> Any:
@@ -144,17 +142,17 @@ class Scenario:
     runtime: Mapping[str, Any]
     stored: Mapping[str, Any]
     """What the webhooks, validate and new_objects read: the runtime, or only its snapshot ConfigMap."""
+    reads: Iterator[int] = field(default_factory=itertools.count)
+    """Numbers the snapshot texts `reader` makes, so each is new."""
 
     def reader(self) -> MemoryReader:
         """A reader of a fresh copy of `stored`: a new runtime object (which the typed-runtime cache has not
         seen) or a snapshot text no memo holds (a comment line added), so each call pays the cold path a
         tenant's new object does."""
-        global _READS  # noqa: PLW0603 - a counter that makes each snapshot text new
-        _READS += 1
         stored = dict(self.stored)
         if self.place == "snapshot":
             data = dict(stored["data"])
-            data[constants.RUNTIME_SNAPSHOT_KEY] += f"# read {_READS}\n"
+            data[constants.RUNTIME_SNAPSHOT_KEY] += f"# read {next(self.reads)}\n"
             stored["data"] = data
         return MemoryReader([stored])
 
