@@ -12,13 +12,14 @@ A tenant decides the size of four kinds of collection the pipeline works through
   two and whose `spec.trainer.env` has 100 variables), `snapshot` (that runtime read from the TrainJob's
   runtime snapshot ConfigMap, the live runtime gone).
 
-`scenario(place, kind, size)` builds the objects so that the tenant's object (the TrainJob for `patches`,
-the runtime for `runtime`, the ConfigMap for `snapshot`) is about `size` bytes of JSON, and `entry_points(scenario)` names a call per
-entry point: the TrainJob admission webhooks (and the TrainingRuntime one for a runtime) over the wire
-format, `RuntimeRegistry.validate`, `new_objects`, `next_status`, and `trainer-render`. Lists beyond
-a `maxItems` of the CRDs are generated anyway: the API server would refuse them, but render and the
-reconciler's snapshot read must still answer in time. Each call reads a fresh copy of the runtime or
-snapshot (`Scenario.reader`), so no cache hides the work. `best_time` is the least of several runs.
+`scenario(place, kind, size)` builds the objects so that the tenant's object (the TrainJob for `patches`, the
+runtime for `runtime`, the ConfigMap for `snapshot`) is about `size` bytes of JSON, and
+`entry_points(scenario)` names a call per entry point: the TrainJob admission webhooks (and the
+TrainingRuntime one for a runtime) over the wire format, `RuntimeRegistry.validate`, `new_objects`,
+`next_status`, and `trainer-render`. Lists beyond a `maxItems` of the CRDs are generated anyway: the API
+server would refuse them, but render and the reconciler's snapshot read must still answer in time. Each call
+reads a fresh copy of the runtime or snapshot (`Scenario.reader`), so no cache hides the work. `best_time` is
+the least of several runs.
 """
 
 from __future__ import annotations
