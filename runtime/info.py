@@ -41,7 +41,7 @@ and Go's zero values for absent fields in converted env vars (an env without `va
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -64,6 +64,7 @@ from runtime.strategicmerge import (
     JOBSET_SPEC,
     RESOURCE_REQUIREMENTS,
     StrategicMergeError,
+    json_key,
     strategic_merge,
 )
 
@@ -178,17 +179,37 @@ def _upsert(
     items.append(owned)
 
 
+def _upsert_by(items: list[dict[str, Any]], news: Iterable[Mapping[str, Any]], field: str) -> None:
+    """Replace the first item whose `field` equals the new one's in place, or append; one after another.
+
+    The same as `_upsert` with `a.get(field) == b.get(field)`, with the items indexed once: O(len(items) +
+    len(news)), where a search per new item made a runtime container of 40,000 env vars and a TrainJob of
+    128 cost 5 million comparisons. A replacement keeps the field's value, so the index stays true."""
+    positions: dict[Hashable, int] = {}
+    for index, item in enumerate(items):
+        positions.setdefault(json_key(item.get(field)), index)
+    for new in news:
+        identity = json_key(new.get(field))
+        owned = _copy(new)
+        found = positions.get(identity)
+        if found is None:
+            positions[identity] = len(items)
+            items.append(owned)
+        else:
+            items[found] = owned
+
+
 def upsert_env(items: list[dict[str, Any]], *envs: Mapping[str, Any]) -> None:
     """Replace the env var of the same name in place, or append it."""
-    for env in envs:
-        _upsert(items, env, lambda a, b: a.get("name") == b.get("name"))
+    _upsert_by(items, envs, "name")
 
 
 def upsert_ports(items: list[dict[str, Any]], *ports: Mapping[str, Any]) -> None:
     """Replace the port with the same `containerPort` or the same `name`, or append it.
 
     As upstream (`apply.UpsertPort`, test case "insert new port"), two ports without a name count as the
-    same port: upserting an unnamed 29500 replaces an unnamed 8080.
+    same port: upserting an unnamed 29500 replaces an unnamed 8080. A search per port (a replacement may
+    change both keys of an item): the ports come from plugins, one or two, never from the tenant.
     """
     for port in ports:
         _upsert(
@@ -200,14 +221,12 @@ def upsert_ports(items: list[dict[str, Any]], *ports: Mapping[str, Any]) -> None
 
 def upsert_volumes(items: list[dict[str, Any]], *volumes: Mapping[str, Any]) -> None:
     """Replace the volume of the same name in place, or append it."""
-    for volume in volumes:
-        _upsert(items, volume, lambda a, b: a.get("name") == b.get("name"))
+    _upsert_by(items, volumes, "name")
 
 
 def upsert_volume_mounts(items: list[dict[str, Any]], *mounts: Mapping[str, Any]) -> None:
     """Replace the volume mount with the same `mountPath` in place, or append it."""
-    for mount in mounts:
-        _upsert(items, mount, lambda a, b: a.get("mountPath") == b.get("mountPath"))
+    _upsert_by(items, mounts, "mountPath")
 
 
 def _upsert_field(

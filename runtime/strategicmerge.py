@@ -15,8 +15,11 @@ Semantics (one property per line, each tested):
   the original keep theirs, and an original-only item is placed before a patch item only when both were in
   the original and it came first. Runtime env `[INIT_ENV, DATASET_PATH]` patched with
   `[INIT_ENV, NEW_VALUE]` gives `[INIT_ENV, NEW_VALUE, DATASET_PATH]`.
-- Merge-strategy lists of scalars (`finalizers`) are the union, de-duplicated with Go's swap-with-last
-  algorithm (so the order of duplicates follows Go exactly).
+- Merge-strategy lists of scalars (`finalizers`) are the union, in Go's order (which does not depend on
+  how Go's swap-with-last de-duplication shuffles them: see `_merge_scalars`).
+- Work: O(n log n) for n items of the original and the patch, O(n) unless a merge changes an item's
+  merge key (a `null` key; a map-valued key with nulls inside). Items are found by their merge key through
+  an index, never by a search per item; merge keys compare as Python's `==` does (`json_key`).
 - Directives: `$patch: replace` / `$patch: delete` on a map, `$patch: delete` (by merge key) and
   `$patch: replace` as list items, `$retainKeys`, and `$deleteFromPrimitiveList/<field>`.
 - Neither input is modified; the result shares no mutable structure with them.
@@ -30,7 +33,8 @@ callers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +45,7 @@ __all__ = [
     "RESOURCE_REQUIREMENTS",
     "PatchMeta",
     "StrategicMergeError",
+    "json_key",
     "strategic_merge",
 ]
 
@@ -261,9 +266,7 @@ def _merge_list_values(
         if is_delete_list:
             doomed = set(map(_scalar_key, patch))
             return [item for item in original if _scalar_key(item) not in doomed]
-        merged = _deduplicate_scalars(original + patch)
-        patch_items, server_only = _partition(merged, patch, None)
-        return _normalize_element_order(patch_items, server_only, patch, original, None)
+        return _merge_scalars(original, patch)
     if not key:
         raise StrategicMergeError("cannot merge lists without merge key")
     original, patch = _merge_special_elements(original, patch, key)
@@ -273,25 +276,46 @@ def _merge_list_values(
 
 
 def _scalar_key(value: Any) -> tuple[str, Any]:
+    """A scalar's identity: equal only to a scalar of the same type (`1` is not `True`, as in Go)."""
     return (type(value).__name__, value)
 
 
-def _deduplicate_scalars(items: list[Any]) -> list[Any]:
-    """Go's in-place de-duplication: a duplicate is overwritten by the current last item."""
-    result = list(items)
-    last = len(result) - 1
-    i = 0
-    while i < last:
-        j = i + 1
-        while j <= last:
-            if _scalar_key(result[i]) == _scalar_key(result[j]):
-                result[j] = result[last]
-                result.pop()
-                last -= 1
-                j -= 1
-            j += 1
-        i += 1
-    return result
+def json_key(value: Any) -> Hashable:
+    """A hashable stand-in for a JSON value that is equal to another's exactly when the values are `==`.
+
+    Merge-key values compare as Python's `==` compares them (`1`, `1.0` and `True` are one key): a map
+    becomes a frozen set of (key, stand-in) pairs and a list a tagged tuple, so a map and a list never
+    meet, and every scalar stands for itself (JSON values hold no tuples). O(size of the value).
+    """
+    if isinstance(value, dict):
+        return ("map", frozenset((k, json_key(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(json_key(v) for v in value))
+    return value  # type: ignore[no-any-return]
+
+
+def _merge_scalars(original: list[Any], patch: list[Any]) -> list[Any]:
+    """The union of two scalar lists in Go's order, in linear time.
+
+    Go de-duplicates `original + patch` (swapping each duplicate with the last item), splits the distinct
+    items into those in the patch and the others, sorts the first by their first position in the patch and
+    the others by their first position in the original, then interleaves them (`mergeSortedSlice`). The
+    items being distinct, both sorts are fully determined by those first positions, whatever order the
+    de-duplication left: so each group is its items in order of first occurrence, and no de-duplication
+    pass is needed. (Of equal items of different sign, `0.0` and `-0.0`, the first occurrence is kept;
+    `finalizers`, the only merged scalar list, holds strings.)
+    """
+    first: dict[tuple[str, Any], Any] = {}
+    for item in original:
+        first.setdefault(_scalar_key(item), item)
+    in_patch: dict[tuple[str, Any], None] = {}
+    for item in patch:
+        identity = _scalar_key(item)
+        first.setdefault(identity, item)
+        in_patch[identity] = None
+    patch_items = [first[identity] for identity in in_patch]
+    server_only = [value for identity, value in first.items() if identity not in in_patch]
+    return _merge_sorted(server_only, patch_items, original, None)
 
 
 def _item_key(item: Any, key: str) -> Any:
@@ -301,40 +325,119 @@ def _item_key(item: Any, key: str) -> Any:
 
 
 def _merge_special_elements(original: list[Any], patch: list[Any], key: str) -> tuple[list[Any], list[Any]]:
-    """Go `mergeSliceWithSpecialElements`: apply `$patch: delete|replace` items; return the plain patch."""
+    """Go `mergeSliceWithSpecialElements`: apply `$patch: delete|replace` items; return the plain patch.
+
+    Every `$patch: delete` item removes the original items with its key: one pass over the original for
+    all of them (the first such item checks that every original item has the key, as Go's first filter
+    does)."""
     plain = []
     replace = False
+    doomed: set[Hashable] = set()
+    checked = False
     for item in patch:
         directive = item.get(_DIRECTIVE)
         if _DIRECTIVE not in item:
             plain.append(item)
         elif directive == "delete":
-            doomed = _item_key(item, key)
-            original = [o for o in original if _item_key(o, key) != doomed]
+            doomed.add(json_key(_item_key(item, key)))
+            if not checked:
+                for candidate in original:
+                    _item_key(candidate, key)
+                checked = True
         elif directive == "replace":
             replace = True
         elif directive == "merge":
             raise StrategicMergeError("merging lists cannot yet be specified in the patch")
         else:
             raise StrategicMergeError(f"unknown patch type {directive!r} in list")
+    if doomed:
+        original = [o for o in original if json_key(o[key]) not in doomed]
     if replace:
         return plain, []
     return original, plain
 
 
+_KEYLESS = object()
+"""The identity of a merged item that has lost its merge key (a patch's `null` for it)."""
+
+
+class _KeyIndex:
+    """The positions of a growing list's map items by merge-key value, for first-match lookups in O(log n).
+
+    `first(value)` is the lowest position whose item's key equals `value` (`==`), as a linear search from
+    the start finds it. An item's key may change when a patch item is merged into it (a `null` drops the
+    key, nulls inside a map-valued key vanish): `moved` records it. Positions of one value sit in a heap,
+    stale ones (whose item's key changed) are dropped when met.
+    """
+
+    __slots__ = ("_heaps", "_identities", "_key", "_keyless")
+
+    def __init__(self, items: list[Any], key: str) -> None:
+        self._key = key
+        self._identities: list[Any] = []
+        self._heaps: dict[Any, list[int]] = {}
+        self._keyless: list[int] = []
+        for item in items:
+            self.appended(item)
+
+    def _identity(self, item: Any) -> Any:
+        return json_key(item[self._key]) if _is_map(item) and self._key in item else _KEYLESS
+
+    def _file(self, position: int, identity: Any) -> None:
+        if identity is _KEYLESS:
+            heapq.heappush(self._keyless, position)
+        else:
+            heapq.heappush(self._heaps.setdefault(identity, []), position)
+
+    def appended(self, item: Any) -> None:
+        position = len(self._identities)
+        identity = self._identity(item)
+        self._identities.append(identity)
+        self._file(position, identity)
+
+    def moved(self, position: int, item: Any) -> None:
+        """The item at `position` was replaced by `item` (whose key may differ)."""
+        identity = self._identity(item)
+        if identity is _KEYLESS or identity != self._identities[position]:
+            self._identities[position] = identity
+            self._file(position, identity)
+
+    def first(self, value: Any) -> int | None:
+        identity = json_key(value)
+        heap = self._heaps.get(identity)
+        while heap:
+            position = heap[0]
+            if self._identities[position] is not _KEYLESS and self._identities[position] == identity:
+                return position
+            heapq.heappop(heap)
+        return None
+
+    def first_keyless(self) -> int | None:
+        """The lowest position whose item has no merge key (such an item never gets one back)."""
+        return self._keyless[0] if self._keyless else None
+
+
 def _merge_without_special_elements(
     original: list[Any], patch: list[Any], key: str, meta: PatchMeta
 ) -> list[Any]:
+    """Each patch item merged into the first item with its key, or appended (Go `mergeSlice`).
+
+    As a search from the start would: an item without the merge key met before the match (or anywhere,
+    when nothing matches) is an error naming it."""
     merged = list(original)
+    index = _KeyIndex(merged, key)
     for item in patch:
-        value = _item_key(item, key)
-        for index, candidate in enumerate(merged):
-            if _item_key(candidate, key) == value:
-                merged[index] = _merge_map(candidate, item, meta)
-                break
+        position = index.first(_item_key(item, key))
+        keyless = index.first_keyless()
+        if keyless is not None and (position is None or keyless < position):
+            _item_key(merged[keyless], key)  # raises, naming it
+        if position is not None:
+            merged[position] = _merge_map(merged[position], item, meta)
+            index.moved(position, merged[position])
         else:
             _discard_nulls(item)
             merged.append(item)
+            index.appended(item)
     return merged
 
 
@@ -346,31 +449,30 @@ def _partition(merged: list[Any], patch: list[Any], key: str | None) -> tuple[li
             [v for v in merged if _scalar_key(v) in in_patch],
             [v for v in merged if _scalar_key(v) not in in_patch],
         )
-    patch_keys = [_item_key(v, key) for v in patch]
+    patch_keys = {json_key(_item_key(v, key)) for v in patch}
     hits: list[Any] = []
     rest: list[Any] = []
     for item in merged:
-        (hits if _item_key(item, key) in patch_keys else rest).append(item)
+        (hits if json_key(_item_key(item, key)) in patch_keys else rest).append(item)
     return hits, rest
 
 
 def _index_fn(items: list[Any], key: str | None) -> Callable[[Any], int]:
-    identities = [_identity(item, key) for item in items]
+    """The first position of an item's identity in `items`, -1 if absent (one dict, built once)."""
+    positions: dict[Any, int] = {}
+    for position, item in enumerate(items):
+        positions.setdefault(_identity(item, key), position)
 
     def index(value: Any) -> int:
-        identity = _identity(value, key)
-        for position, candidate in enumerate(identities):
-            if candidate == identity:
-                return position
-        return -1
+        return positions.get(_identity(value, key), -1)
 
     return index
 
 
-def _identity(item: Any, key: str | None) -> Any:
+def _identity(item: Any, key: str | None) -> Hashable:
     if key is None:
         return _scalar_key(item)
-    return item.get(key) if _is_map(item) else None
+    return json_key(item.get(key)) if _is_map(item) else None
 
 
 def _normalize_element_order(

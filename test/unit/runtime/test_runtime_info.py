@@ -6,8 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime.info import RuntimePatchError, build_info, upsert_ports
+import runtime.info as info_module
+from runtime.info import RuntimePatchError, build_info, upsert_env, upsert_ports, upsert_volume_mounts
 from runtime.plugins.trainernode import convert_env_var
 from runtime.resources import format_resource_list
 
@@ -346,3 +349,30 @@ def test_trainjob_env_vars_get_every_field_apply_env_var_sets() -> None:
         "name": "K",
         "valueFrom": {"configMapKeyRef": {"name": "", "key": "k", "optional": False}},
     }
+
+
+# The indexed upserts ------------------------------------------------------------------------------------
+
+_UPSERT_KEYS = st.sampled_from(["A", "B", "C", None, 1, 1.0, True, ("missing",)])
+
+
+def _upsert_items(field: str) -> st.SearchStrategy[list[dict[str, Any]]]:
+    item = st.builds(
+        lambda key, value: {"value": value} if key == ("missing",) else {field: key, "value": value},
+        _UPSERT_KEYS,
+        st.integers(0, 9),
+    )
+    return st.lists(item, max_size=8)
+
+
+@settings(max_examples=400)
+@given(st.sampled_from(["name", "mountPath"]), st.data())
+def test_indexed_upserts_equal_a_search_per_item(field: str, data: st.DataObject) -> None:
+    items, news = data.draw(_upsert_items(field)), data.draw(_upsert_items(field))
+    searched = [dict(item) for item in items]
+    for new in news:  # what every upsert did before the items were indexed
+        info_module._upsert(searched, new, lambda a, b: a.get(field) == b.get(field))
+    indexed = [dict(item) for item in items]
+    upsert = {"name": upsert_env, "mountPath": upsert_volume_mounts}[field]
+    upsert(indexed, *news)
+    assert repr(indexed) == repr(searched)
