@@ -7,7 +7,8 @@ Module map:
   `next_status`, `watches`), `Runtime`, the two `RuntimeKind`s.
 - `runtime.core.snapshot`: the `<trainjob>-runtime-snapshot` ConfigMap (build, read, check).
 - `runtime.core.status`: `set_condition` (meta.SetStatusCondition), the Suspended condition, the deadline.
-- `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError` (permanent),
+- `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError`, `UnbuildableRuntimeError`
+  (permanent),
   `RuntimeNotFoundError`, `InvalidRuntimeError`, `SnapshotError`.
 - `runtime.core.runtime_rules`: what the (Cluster)TrainingRuntime webhooks check (replicated-job rules,
   the deprecation warning).
@@ -22,6 +23,7 @@ from runtime.core.errors import (
     PermanentError,
     RuntimeNotFoundError,
     SnapshotError,
+    UnbuildableRuntimeError,
     UnsupportedRuntimeError,
 )
 from runtime.core.runtime import (
@@ -47,6 +49,7 @@ __all__ = [
     "RuntimeRegistry",
     "SnapshotError",
     "StatusUpdate",
+    "UnbuildableRuntimeError",
     "UnsupportedRuntimeError",
     "registry_key",
     "trainjob_field_errors",

@@ -6,6 +6,11 @@ Go origin: the `errors.New`/`fmt.Errorf` values of kubeflow/trainer `pkg/runtime
 Guarantees:
 - `PermanentError`s cannot go away by retrying: the fields they depend on are immutable. The controller
   records them (event, condition) and does not requeue.
+- `UnbuildableRuntimeError` is permanent too, though the runtime is not immutable: the object the TrainJob is
+  built from (its runtime snapshot, or the live runtime before there is one) holds a value the pipeline
+  does not build (`runtime.buildable`); the TrainJob fails naming the object and the field rather than
+  being retried with only events while nobody looks (a snapshot, the TrainJob's own copy, changes only if
+  someone edits it by hand).
 - Every other error here may clear up (a runtime created later, a snapshot fixed by hand): requeue with
   backoff, as upstream does.
 
@@ -23,6 +28,7 @@ __all__ = [
     "PermanentError",
     "RuntimeNotFoundError",
     "SnapshotError",
+    "UnbuildableRuntimeError",
     "UnsupportedRuntimeError",
 ]
 
@@ -49,6 +55,17 @@ class InvalidTrainJobError(PermanentError):
     def __init__(self, errors: tuple[FieldError, ...]) -> None:
         super().__init__("invalid TrainJob: " + "; ".join(str(e) for e in errors))
         self.errors = errors
+
+
+class UnbuildableRuntimeError(PermanentError):
+    """The runtime object the TrainJob is built from holds a value the pipeline does not build: `source`
+    names the object (`trainingruntimes.trainer.kubeflow.org "torch"`, or its snapshot ConfigMap), `error`
+    the field of it. The controller fails the TrainJob (reason `RuntimeNotBuildable`)."""
+
+    def __init__(self, source: str, error: FieldError) -> None:
+        super().__init__(f"{source} cannot be built: {error}")
+        self.source = source
+        self.error = error
 
 
 class InvalidRuntimeError(FrameworkError):

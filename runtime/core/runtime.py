@@ -54,11 +54,13 @@ import orjson
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
 from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find_condition
+from runtime.buildable import UnbuildableError, runtime_errors, trainjob_errors
 from runtime.core.errors import (
     InvalidRuntimeError,
     InvalidTrainJobError,
     RuntimeNotFoundError,
     SnapshotError,
+    UnbuildableRuntimeError,
     UnsupportedRuntimeError,
 )
 from runtime.core.snapshot import (
@@ -66,15 +68,16 @@ from runtime.core.snapshot import (
     get_snapshot,
     read_snapshot,
     runtime_type_errors,
+    snapshot_name,
     type_error_summary,
 )
 from runtime.core.status import DeadlineCheck, check_deadline, condition, set_condition, suspended_condition
 from runtime.framework.errors import FrameworkError
 from runtime.framework.extensions import Watch
-from runtime.framework.framework import Framework
+from runtime.framework.framework import Framework, PluginError
 from runtime.framework.reader import Reader, ReadError
 from runtime.framework.validation import FieldError, Validation
-from runtime.info import Info, InvalidCountError, RuntimePatchError, build_info
+from runtime.info import Info, RuntimePatchError, build_info
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
@@ -136,9 +139,10 @@ CLUSTER_TRAINING_RUNTIME = RuntimeKind(
 
 
 def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
-    """Checks every runtime kind makes, before any plugin: `spec.trainer.numNodes` and `numProcPerNode` ≥ 1.
+    """Checks every runtime kind makes, before any plugin: `spec.trainer.numNodes` and `numProcPerNode` ≥ 1,
+    and the TrainJob's values that reach pods are buildable (`runtime.buildable.trainjob_errors`).
 
-    Upstream v2.3.0's schema bounds neither, so the CRDs (which match it) accept 0 and negative values.
+    Upstream v2.3.0's schema bounds neither count, so the CRDs (which match it) accept 0 and negative values.
     """
     trainer = TrainJobView(trainjob).trainer or {}
     errors: list[FieldError] = []
@@ -148,6 +152,7 @@ def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
             errors.append(
                 FieldError.invalid(f"spec.trainer.{field}", value, "must be greater than or equal to 1")
             )
+    errors.extend(trainjob_errors(trainjob))
     return tuple(errors)
 
 
@@ -244,18 +249,32 @@ class Runtime:
         return info
 
     def new_objects(self, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
-        """The objects to apply for the TrainJob, in apply order (Go `NewObjects`)."""
+        """The objects to apply for the TrainJob, in apply order (Go `NewObjects`).
+
+        A value that cannot be built (`runtime.buildable`) raises a permanent error naming its field:
+        `InvalidTrainJobError` for the TrainJob's, `UnbuildableRuntimeError` for the runtime's (naming the
+        live runtime, or the snapshot ConfigMap the TrainJob is built from)."""
         errors = trainjob_field_errors(trainjob)
         if errors:
             raise InvalidTrainJobError(errors)
         runtime, objects = self._runtime_for_build(trainjob, reader)
+        source = self._runtime_text(trainjob)
+        if not objects:  # built from the snapshot: that ConfigMap is what holds the value
+            source = f'configmaps "{snapshot_name(trainjob)}" (the snapshot of {source})'
+        spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
+        unbuildable_values = runtime_errors(spec)
+        if unbuildable_values:
+            raise UnbuildableRuntimeError(source, unbuildable_values[0])
         try:
-            info = self.runtime_info(trainjob, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
-        except InvalidCountError as exc:
-            if exc.in_trainjob:
-                raise InvalidTrainJobError((exc.error,)) from exc
-            raise
-        objects.extend(self.framework.build(info, trainjob, reader))
+            info = self.runtime_info(trainjob, spec)
+            objects.extend(self.framework.build(info, trainjob, reader))
+        except (UnbuildableError, PluginError) as exc:
+            unbuildable = _unbuildable(exc)
+            if unbuildable is None:
+                raise
+            if unbuildable.in_trainjob:
+                raise InvalidTrainJobError((unbuildable.error,)) from exc
+            raise UnbuildableRuntimeError(source, unbuildable.error) from exc
         return objects
 
     def train_job_status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> TrainJobStatus | None:
@@ -303,22 +322,54 @@ class Runtime:
                     f"{constants.RUNTIME_DEPRECATION_POLICY_URL}"
                 ]
             )
+        spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
+        unbuildable = [self._runtime_field_error(new, error) for error in runtime_errors(spec)]
+        if unbuildable:
+            return result + Validation.of(unbuildable)
         try:
-            info = build_info(new, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
+            info = build_info(new, spec)
         except RuntimePatchError as exc:
             return result + Validation.of(
                 [FieldError.invalid("spec.runtimePatches", exc.manager, exc.detail)]
             )
-        except InvalidCountError as exc:
-            if exc.in_trainjob:
-                return result + Validation.of([exc.error])
-            ref = dict(as_dict(TrainJobView(new).spec.get("runtimeRef")))
-            message = f"the runtime cannot run: {exc.error}"
-            return result + Validation.of([FieldError.invalid(self.kind.validation_path, ref, message)])
-        return result + self.framework.validate(info, old, new, reader)
+        except UnbuildableError as exc:
+            return result + Validation.of([self._unbuildable_field_error(new, exc)])
+        result += self.framework.validate(info, old, new, reader)
+        if result.ok:
+            result += self._enforce_errors(info, new)
+        return result
+
+    def _runtime_field_error(self, trainjob: TrainJob, error: FieldError) -> FieldError:
+        """A runtime field's error as the TrainJob's: at `spec.runtimeRef`, naming the runtime's field."""
+        ref = dict(as_dict(TrainJobView(trainjob).spec.get("runtimeRef")))
+        return FieldError.invalid(self.kind.validation_path, ref, f"the runtime cannot run: {error}")
+
+    def _unbuildable_field_error(self, trainjob: TrainJob, exc: UnbuildableError) -> FieldError:
+        return exc.error if exc.in_trainjob else self._runtime_field_error(trainjob, exc.error)
+
+    def _enforce_errors(self, info: Info, trainjob: TrainJob) -> Validation:
+        """The Info phases run as a build runs them, so whatever they refuse is refused at admission: an
+        `UnbuildableError` names its field; any other failure is an `Internal error` naming the plugin."""
+        try:
+            self.framework.enforce(info, trainjob)
+        except PluginError as exc:
+            unbuildable = _unbuildable(exc)
+            if unbuildable is not None:
+                return Validation.of([self._unbuildable_field_error(trainjob, unbuildable)])
+            return Validation.of([FieldError.internal("spec", str(exc))])
+        return Validation()
 
     def __repr__(self) -> str:
         return f"<Runtime {self.kind.key}>"
+
+
+def _unbuildable(exc: BaseException) -> UnbuildableError | None:
+    """The `UnbuildableError` that `exc` is, or that a plugin raised (a `PluginError`'s cause)."""
+    if isinstance(exc, UnbuildableError):
+        return exc
+    if isinstance(exc, PluginError) and isinstance(exc.cause, UnbuildableError):
+        return exc.cause
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -270,7 +270,9 @@ def test_a_runtime_the_runtime_webhook_refuses_is_reported_with_its_file(tmp_pat
     assert err.rstrip().endswith("must contain the required container for the ancestor: trainer")
 
 
-def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> None:
+def test_a_runtime_a_plugin_cannot_build_exits_2_naming_the_runtime_field(tmp_path: Path) -> None:
+    # Was a build failure ("plugin MPI failed in EnforceMLPolicy: ..."): the webhook's checks now run the
+    # plugins' Info phases too, so what the build refuses is refused first, naming the field.
     runtime = _write(
         tmp_path,
         """\
@@ -298,9 +300,10 @@ def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> No
     code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", runtime)
     assert code == 2
     assert err == (
-        "trainer-render: cannot build the objects of TrainJob default/demo\n"
-        "  plugin MPI failed in EnforceMLPolicy: spec.mlPolicy.mpi.mpiImplementation: MPI implementation "
-        "for  doesn't supported\n"
+        "trainer-render: TrainJob default/demo is invalid\n"
+        '  spec.RuntimeRef: Invalid value: {"name":"torch-distributed","apiGroup":"trainer.kubeflow.org",'
+        '"kind":"ClusterTrainingRuntime"}: the runtime cannot run: spec.mlPolicy.mpi.mpiImplementation: '
+        'Invalid value: "": MPI implementation for  doesn\'t supported\n'
     )
 
 
