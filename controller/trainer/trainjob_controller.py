@@ -40,8 +40,12 @@ Guarantees:
   its status keeps following the JobSet while it exists. (Upstream drops a non-deadline `Failed` condition at
   the start of every reconcile, so a failed TrainJob whose JobSet is gone is rebuilt; not here.)
 - A TrainJob the webhook would have refused (it bypassed admission; the fields are immutable, so no retry can
-  help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. Every other build
-  failure (runtime missing, snapshot tampered with, API errors) is retried with backoff and shown as events.
+  help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. So does one whose
+  runtime (its snapshot, or the live runtime before there is one) holds a value the pipeline does not build
+  (`runtime.buildable`: edited by hand, or the runtime changed after admission), with reason
+  `RuntimeNotBuildable` and a message naming the object and the field. Every other build failure (runtime
+  missing, snapshot unreadable or of another runtime, API errors) is retried with backoff and shown as
+  events.
 - Events are core/v1 Events with `firstTimestamp`, so `kubectl describe` and the Kubeflow SDK show them
   (upstream writes `events.k8s.io/v1` Events, which the SDK skips).
 
@@ -74,6 +78,7 @@ from runtime.core.errors import (
     PermanentError,
     RuntimeNotFoundError,
     SnapshotError,
+    UnbuildableRuntimeError,
     UnsupportedRuntimeError,
 )
 from runtime.core.status import condition, set_condition
@@ -83,6 +88,7 @@ __all__ = [
     "CONTROLLER_NAME",
     "EVENT_REASON_CREATION_FAILED",
     "REASON_INVALID_TRAINJOB",
+    "REASON_RUNTIME_NOT_BUILDABLE",
     "RECORDER_NAME",
     "TrainJobReconciler",
     "event_message",
@@ -93,6 +99,9 @@ RECORDER_NAME = "trainer-trainjob-controller"
 EVENT_REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
 REASON_INVALID_TRAINJOB = "InvalidTrainJob"
 """The `Failed` condition's reason for a TrainJob the webhook would have refused (not upstream's)."""
+REASON_RUNTIME_NOT_BUILDABLE = "RuntimeNotBuildable"
+"""The `Failed` condition's reason for a TrainJob whose runtime, or runtime snapshot, holds a value the
+pipeline does not build (`runtime.core.errors.UnbuildableRuntimeError`; not upstream's)."""
 
 _EVENT_ERROR_LIMIT = 950
 
@@ -126,6 +135,13 @@ def _failure_reason(error: BaseException) -> str:
     if isinstance(error, (ApiError, TransportError, NoKindMatch)):
         return metrics.REASON_APPLY
     return metrics.REASON_OTHER
+
+
+def _condition_reason(error: PermanentError) -> str:
+    """The `Failed` condition's reason for a permanent build failure."""
+    if isinstance(error, UnbuildableRuntimeError):
+        return REASON_RUNTIME_NOT_BUILDABLE
+    return REASON_INVALID_TRAINJOB
 
 
 class ReconcileErrors(Exception):
@@ -216,7 +232,7 @@ class TrainJobReconciler:
             if len(message) > _CONDITION_MESSAGE_LIMIT:
                 message = message[:_CONDITION_MESSAGE_LIMIT] + " ..."
             failed = condition(
-                constants.CONDITION_FAILED, constants.CONDITION_TRUE, REASON_INVALID_TRAINJOB, message
+                constants.CONDITION_FAILED, constants.CONDITION_TRUE, _condition_reason(permanent), message
             )
             set_condition(conditions, failed, now)
         if update.error is not None and permanent is None:  # a failed TrainJob needs no JobSet status

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from runtime.buildable import UnbuildableError
-from runtime.framework import FieldError, PhaseError, ReadError, Validation, Watch
+from runtime.framework import FieldError, ReadError, Validation, Watch
 from runtime.plugins.mpi import MPI, SSHKeyPair, generate_ssh_key_pair, ssh_key_pair
 
 # A fixed key, so the Secret the plugin builds is an exact, comparable value.
