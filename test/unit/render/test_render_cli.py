@@ -81,6 +81,46 @@ def test_namespace_and_uid_options_fill_what_the_file_leaves_out(tmp_path: Path)
     assert jobset["metadata"]["ownerReferences"][0]["uid"] == "1234"
 
 
+def test_a_namespace_option_that_is_not_a_namespace_name_is_an_error(tmp_path: Path) -> None:
+    # Was rendered (exit 0) into every object's metadata.namespace, which no API server accepts.
+    code, out, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-n", "Bad NS!")
+    assert (code, out) == (2, "")
+    assert err == (
+        'trainer-render: --namespace "Bad NS!" is not a namespace name\n'
+        "  a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+        "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n"
+    )
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-n", "a.b")
+    assert (code, err) == (
+        2,
+        'trainer-render: --namespace "a.b" is not a namespace name\n  must not contain dots\n',
+    )
+
+
+def test_values_the_api_server_would_refuse_in_the_pods_exit_2_naming_the_fields(tmp_path: Path) -> None:
+    # Was rendered without a word (exit 0); the API server refuses such pods when the Job creates them.
+    text = TRAINJOB + (
+        "  trainer:\n"
+        '    env: [{name: A=B, value: a}, {name: "", value: b}]\n'
+        "    resourcesPerNode: {requests: {cpu: '-1', 'a b': '1'}}\n"
+    )
+    code, out, err = _run(_write(tmp_path, text), "-r", RUNTIMES)
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    assert lines[0] == "trainer-render: TrainJob default/demo is invalid"
+    assert lines[1:4] == [
+        '  spec.trainer.env[0].name: Invalid value: "A=B": a valid environment variable name must consist '
+        "only of printable ASCII characters other than '='",
+        "  spec.trainer.env[1].name: Required value",
+        '  spec.trainer.resourcesPerNode.requests[cpu]: Invalid value: "-1": '
+        "must be greater than or equal to 0",
+    ]
+    assert [line.split(": ")[0] for line in lines[4:]] == [
+        "  spec.trainer.resourcesPerNode.requests[a b]"
+    ] * 2
+
+
 def test_a_namespace_option_contradicting_the_file_is_an_error(tmp_path: Path) -> None:
     text = TRAINJOB.replace("  name: demo\n", "  name: demo\n  namespace: team-a\n")
     path = _write(tmp_path, text)
