@@ -35,8 +35,15 @@ Guarantees:
   `MAX_PODS_PER_JOB`, 100000, the API server's limit on an Indexed Job's parallelism; a runtime's
   `mlPolicy.numNodes`, `parallelism` or `replicas` above its bound) is a field error in `validate` (runtime
   fields under `spec.runtimeRef`, naming the field) and, from `new_objects`, `InvalidTrainJobError` for
-  the TrainJob's fields or `InvalidCountError` for the runtime's. Upstream builds the pod list of
+  the TrainJob's fields or `UnbuildableRuntimeError` for the runtime's. Upstream builds the pod list of
   `numNodes: 2147483647`, which no memory holds.
+- One rule for what can be built (`runtime.buildable`), from the same code at admission and at build: the
+  TrainJob's and the runtime's values that reach pods (env var names, container resources) before any
+  plugin, then, in `validate`, the Info phases themselves, so that whatever a plugin's build refuses
+  (`UnbuildableError`, such as a count beyond `int32`) the webhook refuses first, naming the field; any
+  other failure of a phase is an `Internal error` naming the plugin. In `new_objects` the same values raise
+  permanent errors: `InvalidTrainJobError`, or `UnbuildableRuntimeError` naming the runtime object (or the
+  snapshot ConfigMap the TrainJob is built from) and its field.
 
 Deliberately missing: field indexers and finalizers (the controller's business), and any runtime kind other
 than the two Trainer kinds.
