@@ -61,7 +61,7 @@ import orjson
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
 from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find_condition
-from runtime.buildable import UnbuildableError, runtime_errors, trainjob_errors
+from runtime.buildable import MAX_INT32, UnbuildableError, runtime_errors, trainjob_errors
 from runtime.core.errors import (
     InvalidRuntimeError,
     InvalidTrainJobError,
@@ -159,6 +159,10 @@ def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
             errors.append(
                 FieldError.invalid(f"spec.trainer.{field}", value, "must be greater than or equal to 1")
             )
+    num_proc = trainer.get("numProcPerNode")
+    if num_proc is not None and num_proc > MAX_INT32:  # the schema's int32, for objects that skipped it
+        message = f"must be less than or equal to {MAX_INT32}"
+        errors.append(FieldError.invalid("spec.trainer.numProcPerNode", num_proc, message))
     errors.extend(trainjob_errors(trainjob))
     return tuple(errors)
 

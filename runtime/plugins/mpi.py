@@ -67,7 +67,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict
-from runtime.buildable import UnbuildableError
+from runtime.buildable import MAX_INT32, UnbuildableError, checked_count
 from runtime.echo import elide
 from runtime.framework import (
     ComponentBuilder,
@@ -131,6 +131,8 @@ RESERVED_ENV_NAMES = frozenset(
     {ENV_HOSTFILE_LOCATION, ENV_RSH_ARGS, ENV_KEEP_FQDN_HOSTNAMES, ENV_DEFAULT_SLOTS}
 )
 
+_SLOTS = "the MPI slots per host"
+_SLOTS_PATH = "spec.mlPolicy.mpi.numProcPerNode"
 _IMPLEMENTATION_PATH = "spec.mlPolicy.mpi.mpiImplementation"
 """The runtime's field an unsupported implementation comes from (named in the EnforceMLPolicy error)."""
 _NUM_NODES_MESSAGE = (
@@ -230,10 +232,13 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
 
         if trainer.get("numProcPerNode") is not None:
             policy["numProcPerNode"] = int(trainer["numProcPerNode"])
+        elif info.ml.mpi_num_proc_per_node > MAX_INT32:  # the schema's int32, for a runtime that skipped it
+            slots = policy.get("numProcPerNode")
+            checked_count(_SLOTS_PATH, slots, info.ml.mpi_num_proc_per_node, in_trainjob=False, what=_SLOTS)
         elif info.ml.mpi_num_proc_per_node == 1:
             gpus = gpu_resource(trainer_resources_per_node(info, trainjob))
             if gpus is not None and gpus[2] > 1:
-                slots = resource_count(info, trainjob, gpus[:2], gpus[2], what="the MPI slots per host")
+                slots = resource_count(info, trainjob, gpus[:2], gpus[2], what=_SLOTS)
                 policy["numProcPerNode"] = slots
 
         for pod_set in info.pod_sets:

@@ -320,3 +320,25 @@ def test_buildable_values_still_build() -> None:
     trainer = {"env": [{"name": "my.var-1", "value": "y"}], "resourcesPerNode": {"requests": {"cpu": "500m"}}}
     admitted, build_error = _verdicts(runtime, **trainer)
     assert (admitted, build_error) == ([], None)
+
+
+def test_counts_beyond_int32_that_skipped_the_schema_are_refused_naming_the_field() -> None:
+    # The CRDs say int32; an object written around them (etcd, an older CRD) rendered `slots=10^18` and
+    # PET_NPROC_PER_NODE=10^18.
+    big = 10**18
+    admitted, build_error = _verdicts(_runtime(TORCH), numProcPerNode=big)
+    error = f"spec.trainer.numProcPerNode: Invalid value: {big}: must be less than or equal to {MAX_INT32}"
+    assert admitted == [error]
+    assert isinstance(build_error, InvalidTrainJobError)
+    assert [str(e) for e in build_error.errors] == [error]
+
+    mpi = {"numNodes": 1, "mpi": {"mpiImplementation": "OpenMPI", "numProcPerNode": big}}
+    admitted, build_error = _verdicts(_runtime(mpi))
+    field = f"spec.mlPolicy.mpi.numProcPerNode: {_limit(str(big), 'the MPI slots per host')}".replace(
+        f'"{big}"', str(big), 1
+    )
+    assert admitted == [f"spec.runtimeRef: Invalid value: {REF}: the runtime cannot run: {field}"]
+    assert isinstance(build_error, UnbuildableRuntimeError)
+    assert (
+        str(build_error) == f'trainingruntimes.trainer.kubeflow.org "test-runtime" cannot be built: {field}'
+    )
