@@ -43,9 +43,10 @@ Guarantees:
   help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. So does one whose
   runtime (its snapshot, or the live runtime before there is one) holds a value the pipeline does not build
   (`runtime.buildable`: edited by hand, or the runtime changed after admission), with reason
-  `RuntimeNotBuildable` and a message naming the object and the field. Every other build failure (runtime
-  missing, snapshot unreadable or of another runtime, API errors) is retried with backoff and shown as
-  events.
+  `RuntimeNotBuildable` and a message naming the object and the field, and one whose snapshot ConfigMap was
+  edited into something that is not its runtime (the tenant can edit it; nothing rewrites it). Every other
+  build failure (runtime missing or not decodable, a snapshot that cannot be read, API errors) is retried
+  with backoff and shown as events.
 - Events are core/v1 Events with `firstTimestamp`, so `kubectl describe` and the Kubeflow SDK show them
   (upstream writes `events.k8s.io/v1` Events, which the SDK skips).
 
@@ -74,6 +75,7 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
 from runtime.core import RuntimeRegistry
 from runtime.core.errors import (
+    InvalidSnapshotError,
     InvalidTrainJobError,
     PermanentError,
     RuntimeNotFoundError,
@@ -101,7 +103,8 @@ REASON_INVALID_TRAINJOB = "InvalidTrainJob"
 """The `Failed` condition's reason for a TrainJob the webhook would have refused (not upstream's)."""
 REASON_RUNTIME_NOT_BUILDABLE = "RuntimeNotBuildable"
 """The `Failed` condition's reason for a TrainJob whose runtime, or runtime snapshot, holds a value the
-pipeline does not build (`runtime.core.errors.UnbuildableRuntimeError`; not upstream's)."""
+pipeline does not build (`UnbuildableRuntimeError`), or whose snapshot ConfigMap holds no runtime of it
+(`InvalidSnapshotError`; not upstream's)."""
 
 _EVENT_ERROR_LIMIT = 950
 
@@ -139,7 +142,7 @@ def _failure_reason(error: BaseException) -> str:
 
 def _condition_reason(error: PermanentError) -> str:
     """The `Failed` condition's reason for a permanent build failure."""
-    if isinstance(error, UnbuildableRuntimeError):
+    if isinstance(error, (UnbuildableRuntimeError, InvalidSnapshotError)):
         return REASON_RUNTIME_NOT_BUILDABLE
     return REASON_INVALID_TRAINJOB
 

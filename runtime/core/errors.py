@@ -6,7 +6,8 @@ Go origin: the `errors.New`/`fmt.Errorf` values of kubeflow/trainer `pkg/runtime
 Guarantees:
 - `PermanentError`s cannot go away by retrying: the fields they depend on are immutable. The controller
   records them (event, condition) and does not requeue.
-- `UnbuildableRuntimeError` is permanent too, though the runtime is not immutable: the object the TrainJob is
+- `InvalidSnapshotError` (a snapshot ConfigMap whose content is not this TrainJob's runtime) and
+  `UnbuildableRuntimeError` are permanent too, though the runtime is not immutable: the object the TrainJob is
   built from (its runtime snapshot, or the live runtime before there is one) holds a value the pipeline
   does not build (`runtime.buildable`); the TrainJob fails naming the object and the field rather than
   being retried with only events while nobody looks (a snapshot, the TrainJob's own copy, changes only if
@@ -24,6 +25,7 @@ from runtime.framework.validation import FieldError
 
 __all__ = [
     "InvalidRuntimeError",
+    "InvalidSnapshotError",
     "InvalidTrainJobError",
     "PermanentError",
     "RuntimeNotFoundError",
@@ -79,4 +81,12 @@ class RuntimeNotFoundError(FrameworkError):
 
 
 class SnapshotError(FrameworkError):
-    """The runtime snapshot ConfigMap exists but is not a valid snapshot of this TrainJob's runtime."""
+    """The runtime snapshot ConfigMap exists but is not a valid snapshot of this TrainJob's runtime (or it
+    could not be read: retry)."""
+
+
+class InvalidSnapshotError(SnapshotError, PermanentError):
+    """The snapshot ConfigMap's content is not a snapshot of this TrainJob's runtime (text that does not
+    parse, fields of the wrong type, another runtime, another owner). The snapshot lives in the tenant's
+    namespace and is never rewritten, so retrying cannot help: the controller fails the TrainJob (reason
+    `RuntimeNotBuildable`) with upstream's message, which names the field when one is wrong."""

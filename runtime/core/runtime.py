@@ -37,6 +37,9 @@ Guarantees:
   fields under `spec.runtimeRef`, naming the field) and, from `new_objects`, `InvalidTrainJobError` for
   the TrainJob's fields or `UnbuildableRuntimeError` for the runtime's. Upstream builds the pod list of
   `numNodes: 2147483647`, which no memory holds.
+- A snapshot ConfigMap whose content is not the TrainJob's runtime raises `InvalidSnapshotError`, permanent
+  (upstream's message; the tenant can edit the snapshot and nothing rewrites it); a snapshot that cannot be
+  read raises `SnapshotError`, retried.
 - One rule for what can be built (`runtime.buildable`), from the same code at admission and at build: the
   TrainJob's and the runtime's values that reach pods (env var names, container resources) before any
   plugin, then, in `validate`, the Info phases themselves, so that whatever a plugin's build refuses
@@ -64,6 +67,7 @@ from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find
 from runtime.buildable import MAX_INT32, UnbuildableError, runtime_errors, trainjob_errors
 from runtime.core.errors import (
     InvalidRuntimeError,
+    InvalidSnapshotError,
     InvalidTrainJobError,
     RuntimeNotFoundError,
     SnapshotError,
@@ -243,8 +247,8 @@ class Runtime:
         if configmap is not None:
             try:
                 return read_snapshot(configmap, trainjob), []
-            except SnapshotError as exc:
-                raise SnapshotError(f"{self.kind.snapshot_error}: {exc}") from exc
+            except SnapshotError as exc:  # its content: permanent, as for a value that cannot be built
+                raise InvalidSnapshotError(f"{self.kind.snapshot_error}: {exc}") from exc
         try:
             runtime = self.get_runtime(trainjob, reader)
         except ReadError as exc:

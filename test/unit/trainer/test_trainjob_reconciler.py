@@ -215,6 +215,22 @@ def test_a_snapshot_edited_to_an_unbuildable_value_fails_the_trainjob_naming_the
     assert [w for w in cluster.writes if w[0] == "apply"] == []
 
 
+def test_a_snapshot_edited_into_text_that_is_no_runtime_fails_the_trainjob_naming_the_field() -> None:
+    # Was retried for ever with only events: the snapshot is the tenant's to edit and nothing rewrites it.
+    trainjob = trainjob_object(trainer={})
+    snapshot = build_snapshot(trainjob, runtime_object(), "ClusterTrainingRuntime")  # type: ignore[arg-type]
+    snapshot["data"]["runtime"] = snapshot["data"]["runtime"].replace("name: node", "name: [node]", 1)
+    cluster, recorder = FakeCluster(runtime_object(), trainjob, snapshot), FakeRecorder()
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
+    failed = _failed(cluster)
+    assert failed["reason"] == "RuntimeNotBuildable"
+    assert failed["message"].startswith(
+        "getting runtime snapshot: invalid runtime snapshot: unable to unmarshal"
+    )
+    assert "spec.template.spec.replicatedJobs[0]" in failed["message"]
+    assert [w for w in cluster.writes if w[0] == "apply"] == []
+
+
 def test_a_finished_trainjob_is_never_rebuilt() -> None:
     tj = trainjob_object()
     tj["status"] = {
@@ -354,8 +370,8 @@ def test_a_trainjob_with_a_status_confirms_a_miss_live() -> None:
     status = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]}
     cluster, _, r = _with_an_older_snapshot()
     cluster.reader.add({**cluster.get(TRAINJOB, "tj", "ns"), "status": status})
-    with pytest.raises(Exception, match="runtime snapshot"):  # found, and refused: not this TrainJob's
-        r.reconcile(REQUEST)
+    r.reconcile(REQUEST)  # found, and refused for good: not this TrainJob's
+    assert "runtime snapshot" in _failed(cluster)["message"]
     snapshot = cluster.get(GVK("", "v1", "ConfigMap"), "tj-runtime-snapshot", "ns")
     assert snapshot["data"] == {"older": "controller"}  # found live, and left alone
 
@@ -367,5 +383,5 @@ def test_a_trainjob_this_process_has_written_for_confirms_a_miss_live() -> None:
         r.reconcile(REQUEST)  # a new TrainJob: the apply was attempted
     assert not cluster.get(TRAINJOB, "tj", "ns").get("status")  # nothing else tells it is not new
     cluster.fail_apply = None
-    with pytest.raises(Exception, match="runtime snapshot"):
-        r.reconcile(REQUEST)  # no longer new: the older snapshot is found live
+    r.reconcile(REQUEST)  # no longer new: the older snapshot is found live (and refused for good)
+    assert "runtime snapshot" in _failed(cluster)["message"]
