@@ -45,8 +45,8 @@ Guarantees:
   (`runtime.buildable`: edited by hand, or the runtime changed after admission), with reason
   `RuntimeNotBuildable` and a message naming the object and the field, and one whose snapshot ConfigMap was
   edited into something that is not its runtime (the tenant can edit it; nothing rewrites it). Every other
-  build failure (runtime missing or not decodable, a snapshot that cannot be read, API errors) is retried
-  with backoff and shown as events.
+  build failure (runtime missing or not decodable, a snapshot that cannot be read or that another object
+  owns, API errors) is retried with backoff and shown as events.
 - Events are core/v1 Events with `firstTimestamp`, so `kubectl describe` and the Kubeflow SDK show them
   (upstream writes `events.k8s.io/v1` Events, which the SDK skips).
 

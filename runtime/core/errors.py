@@ -86,7 +86,7 @@ class SnapshotError(FrameworkError):
 
 
 class InvalidSnapshotError(SnapshotError, PermanentError):
-    """The snapshot ConfigMap's content is not a snapshot of this TrainJob's runtime (text that does not
-    parse, fields of the wrong type, another runtime, another owner). The snapshot lives in the tenant's
+    """The TrainJob's own snapshot ConfigMap (it is the controller) holds no snapshot of its runtime (text
+    that does not parse, fields of the wrong type, another runtime). The snapshot lives in the tenant's
     namespace and is never rewritten, so retrying cannot help: the controller fails the TrainJob (reason
     `RuntimeNotBuildable`) with upstream's message, which names the field when one is wrong."""

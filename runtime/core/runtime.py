@@ -37,9 +37,10 @@ Guarantees:
   fields under `spec.runtimeRef`, naming the field) and, from `new_objects`, `InvalidTrainJobError` for
   the TrainJob's fields or `UnbuildableRuntimeError` for the runtime's. Upstream builds the pod list of
   `numNodes: 2147483647`, which no memory holds.
-- A snapshot ConfigMap whose content is not the TrainJob's runtime raises `InvalidSnapshotError`, permanent
-  (upstream's message; the tenant can edit the snapshot and nothing rewrites it); a snapshot that cannot be
-  read raises `SnapshotError`, retried.
+- A snapshot ConfigMap of the TrainJob's (its controller) whose content is not the TrainJob's runtime raises
+  `InvalidSnapshotError`, permanent (upstream's message; the tenant can edit the snapshot and nothing
+  rewrites it); one that cannot be read, or that another object owns (a predecessor of the same name, until
+  garbage collection deletes it), raises `SnapshotError`, retried.
 - One rule for what can be built (`runtime.buildable`), from the same code at admission and at build: the
   TrainJob's and the runtime's values that reach pods (env var names, container resources) before any
   plugin, then, in `validate`, the Info phases themselves, so that whatever a plugin's build refuses
@@ -77,6 +78,7 @@ from runtime.core.errors import (
 from runtime.core.snapshot import (
     build_snapshot,
     get_snapshot,
+    is_owned_by,
     read_snapshot,
     runtime_type_errors,
     snapshot_name,
@@ -247,8 +249,11 @@ class Runtime:
         if configmap is not None:
             try:
                 return read_snapshot(configmap, trainjob), []
-            except SnapshotError as exc:  # its content: permanent, as for a value that cannot be built
-                raise InvalidSnapshotError(f"{self.kind.snapshot_error}: {exc}") from exc
+            except SnapshotError as exc:
+                # The TrainJob's own snapshot holds no runtime of it: permanent, as nothing rewrites it.
+                # Another owner's (a predecessor of the same name, until garbage collection) may go away.
+                error = InvalidSnapshotError if is_owned_by(configmap, trainjob) else SnapshotError
+                raise error(f"{self.kind.snapshot_error}: {exc}") from exc
         try:
             runtime = self.get_runtime(trainjob, reader)
         except ReadError as exc:

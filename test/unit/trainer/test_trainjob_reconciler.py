@@ -231,6 +231,21 @@ def test_a_snapshot_edited_into_text_that_is_no_runtime_fails_the_trainjob_namin
     assert [w for w in cluster.writes if w[0] == "apply"] == []
 
 
+def test_a_predecessors_snapshot_is_retried_until_it_is_garbage_collected() -> None:
+    # A TrainJob deleted and created again under its name meets the old snapshot (another owner) until
+    # garbage collection deletes it: not the new TrainJob's fault, so not a failure for good.
+    trainjob = trainjob_object(trainer={})
+    predecessor = build_snapshot(
+        {**trainjob, "metadata": {**trainjob["metadata"], "uid": "old-uid"}},  # type: ignore[arg-type]
+        runtime_object(),
+        "ClusterTrainingRuntime",
+    )
+    cluster, recorder = FakeCluster(runtime_object(), trainjob, predecessor), FakeRecorder()
+    with pytest.raises(Exception, match="owned by another object"):
+        reconciler(cluster, recorder).reconcile(REQUEST)
+    assert "conditions" not in (cluster.get(TRAINJOB, "tj", "ns").get("status") or {})
+
+
 def test_a_finished_trainjob_is_never_rebuilt() -> None:
     tj = trainjob_object()
     tj["status"] = {
@@ -370,8 +385,8 @@ def test_a_trainjob_with_a_status_confirms_a_miss_live() -> None:
     status = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed"}]}
     cluster, _, r = _with_an_older_snapshot()
     cluster.reader.add({**cluster.get(TRAINJOB, "tj", "ns"), "status": status})
-    r.reconcile(REQUEST)  # found, and refused for good: not this TrainJob's
-    assert "runtime snapshot" in _failed(cluster)["message"]
+    with pytest.raises(Exception, match="runtime snapshot"):  # found, and refused: not this TrainJob's
+        r.reconcile(REQUEST)
     snapshot = cluster.get(GVK("", "v1", "ConfigMap"), "tj-runtime-snapshot", "ns")
     assert snapshot["data"] == {"older": "controller"}  # found live, and left alone
 
@@ -383,5 +398,5 @@ def test_a_trainjob_this_process_has_written_for_confirms_a_miss_live() -> None:
         r.reconcile(REQUEST)  # a new TrainJob: the apply was attempted
     assert not cluster.get(TRAINJOB, "tj", "ns").get("status")  # nothing else tells it is not new
     cluster.fail_apply = None
-    r.reconcile(REQUEST)  # no longer new: the older snapshot is found live (and refused for good)
-    assert "runtime snapshot" in _failed(cluster)["message"]
+    with pytest.raises(Exception, match="runtime snapshot"):
+        r.reconcile(REQUEST)  # no longer new: the older snapshot is found live
