@@ -29,6 +29,8 @@ Map, read top-down (one reconcile of a TrainJob):
   share.
 - `runtime.strategicmerge`: Kubernetes strategic merge patch over dicts (runtime patches, resourcesPerNode).
 - `runtime.resources`: exact quantities, pod requests, GPU and CPU counts.
+- `runtime.buildable`: what can be built (env var names, container resources, counts within int32, in the
+  API server's words), one rule for admission and build; `UnbuildableError` names the field.
 - `runtime.api`: the Trainer API types (`trainer.kubeflow.org/v1alpha1`), constants and read-only views.
 - `runtime.testing`: builders for plugin tests (TrainJobs, runtimes, jobs, containers as wire dicts).
 

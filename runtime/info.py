@@ -56,6 +56,7 @@ from runtime.api.v1alpha1 import (
     TrainJob,
 )
 from runtime.api.views import MLPolicyView, TrainJobView, as_dict, as_list, copy_json
+from runtime.buildable import UnbuildableError
 from runtime.echo import elide
 from runtime.framework.errors import FrameworkError
 from runtime.framework.validation import FieldError
@@ -107,15 +108,10 @@ scheduling counts every one), so a TrainJob above this could not run anywhere.
 """
 
 
-class InvalidCountError(FrameworkError):
+class InvalidCountError(UnbuildableError):
     """A count in the runtime or the TrainJob (`numNodes`, `parallelism`, `replicas`) is not an integer or
     exceeds what Kubernetes can run. `error` names the field: a TrainJob field when `in_trainjob`, else a
     field of the runtime (its `spec`, after the TrainJob's runtime patches)."""
-
-    def __init__(self, error: FieldError, *, in_trainjob: bool) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.in_trainjob = in_trainjob
 
 
 def count_error(path: str, value: Any, limit: int, *, minimum: int | None = None) -> FieldError | None:

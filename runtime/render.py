@@ -94,7 +94,7 @@ from runtime.plugins.trainjobstatus import (
 )
 from runtime.plugins.volcano import PRIORITY_CLASS_API_VERSION
 from runtime.resources import InvalidQuantityError
-from runtime.schema import CRD_DIR, CRDError, SchemaChecker, oversize_warning
+from runtime.schema import CRD_DIR, CRDError, SchemaChecker, namespace_problems, oversize_warning
 from runtime.schema import json_type as _json_type
 
 __all__ = [
@@ -502,6 +502,10 @@ def _render(
             f"{document.source}: metadata.namespace: {_echo(namespace)} does not match "
             f"--namespace {_echo(options.namespace)}"
         )
+    if options.namespace:
+        problems = namespace_problems(options.namespace)
+        if problems:
+            raise RenderError(f"--namespace {_echo(options.namespace)} is not a namespace name", problems)
     metadata["namespace"] = namespace or options.namespace or "default"
     metadata.setdefault("uid", options.uid or PLACEHOLDER_UID)
 

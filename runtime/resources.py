@@ -58,8 +58,10 @@ __all__ = [
     "ResourceList",
     "add_resource_lists",
     "cpu_count",
+    "cpu_resource",
     "format_resource_list",
     "gpu_count",
+    "gpu_resource",
     "max_resource_lists",
     "parse_resource_list",
     "pod_requests",
@@ -425,11 +427,22 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> ResourceList:
     return requests
 
 
-def _first_gpu(resources: Mapping[str, Any] | None) -> int:
+def _first_gpu(resources: Mapping[str, Any] | None) -> tuple[str, int] | None:
     for name in sorted(resources or {}):
         if "gpu" in name.lower():
-            return Quantity.parse((resources or {})[name]).ceil()
-    return 0
+            return name, Quantity.parse((resources or {})[name]).ceil()
+    return None
+
+
+def gpu_resource(requirements: Mapping[str, Any] | None) -> tuple[str, str, int] | None:
+    """Which resource `gpu_count` reads: (`requests` or `limits`, the name, the count), or None for 0."""
+    if not requirements:
+        return None
+    for key in ("requests", "limits"):
+        found = _first_gpu(requirements.get(key))
+        if found is not None and found[1]:
+            return key, found[0], found[1]
+    return None
 
 
 def gpu_count(requirements: Mapping[str, Any] | None) -> int:
@@ -438,10 +451,19 @@ def gpu_count(requirements: Mapping[str, Any] | None) -> int:
     The first resource name (in sorted order) that contains "gpu", case-insensitively, in `requests`;
     if that is absent or zero, the same rule on `limits`. Values round up (`500m` → 1).
     """
+    found = gpu_resource(requirements)
+    return found[2] if found is not None else 0
+
+
+def cpu_resource(requirements: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """Which resource `cpu_count` reads: (`requests` or `limits`, the count), or None for 0."""
     if not requirements:
-        return 0
-    from_requests = _first_gpu(requirements.get("requests"))
-    return from_requests or _first_gpu(requirements.get("limits"))
+        return None
+    requests = parse_resource_list(requirements.get("requests"))
+    if "cpu" in requests and not requests["cpu"].is_zero():
+        return "requests", requests["cpu"].ceil()
+    limits = parse_resource_list(requirements.get("limits"))
+    return ("limits", limits["cpu"].ceil()) if "cpu" in limits else None
 
 
 def cpu_count(requirements: Mapping[str, Any] | None) -> int:
@@ -449,13 +471,8 @@ def cpu_count(requirements: Mapping[str, Any] | None) -> int:
 
     `requests.cpu` rounded up when set and non-zero, else `limits.cpu` rounded up, else 0.
     """
-    if not requirements:
-        return 0
-    requests = parse_resource_list(requirements.get("requests"))
-    if "cpu" in requests and not requests["cpu"].is_zero():
-        return requests["cpu"].ceil()
-    limits = parse_resource_list(requirements.get("limits"))
-    return limits["cpu"].ceil() if "cpu" in limits else 0
+    found = cpu_resource(requirements)
+    return found[1] if found is not None else 0
 
 
 def sum_quantities(quantities: Iterable[Quantity]) -> Quantity:

@@ -44,6 +44,7 @@ __all__ = [
     "CRDError",
     "SchemaChecker",
     "json_type",
+    "namespace_problems",
     "oversize_warning",
 ]
 
@@ -511,17 +512,23 @@ def _metadata_names(metadata: Any, *, namespaced: bool) -> list[FieldError]:
             errors.append(FieldError.invalid("metadata.name", name, _SUBDOMAIN_PROBLEM))
     namespace = metadata.get("namespace")
     if namespaced and isinstance(namespace, str) and namespace:
-        if len(namespace) > 63:
-            errors.append(
-                FieldError.invalid("metadata.namespace", namespace, "must be no more than 63 characters")
-            )
-        if _DNS1123_LABEL.fullmatch(namespace):
-            pass
-        elif _DNS1123_SUBDOMAIN.fullmatch(namespace):
-            errors.append(FieldError.invalid("metadata.namespace", namespace, "must not contain dots"))
-        else:
-            errors.append(FieldError.invalid("metadata.namespace", namespace, _LABEL_PROBLEM))
+        problems = namespace_problems(namespace)
+        errors.extend(FieldError.invalid("metadata.namespace", namespace, p) for p in problems)
     return errors
+
+
+def namespace_problems(namespace: str) -> list[str]:
+    """Why `namespace` is not a namespace name, in Go's words (`ValidateNamespaceName`: a DNS-1123 label)."""
+    problems = []
+    if len(namespace) > 63:
+        problems.append("must be no more than 63 characters")
+    if _DNS1123_LABEL.fullmatch(namespace):
+        pass
+    elif _DNS1123_SUBDOMAIN.fullmatch(namespace):
+        problems.append("must not contain dots")
+    else:
+        problems.append(_LABEL_PROBLEM)
+    return problems
 
 
 def oversize_warning(obj: Mapping[str, Any], what: str) -> str | None:

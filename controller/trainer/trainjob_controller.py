@@ -55,8 +55,13 @@ Guarantees:
   after a restart, and for a TrainJob an upstream controller failed. With the JobSet gone it costs a cache
   read and no request.
 - A TrainJob the webhook would have refused (it bypassed admission; the fields are immutable, so no retry can
-  help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. Every other build
-  failure (runtime missing, snapshot tampered with, API errors) is retried with backoff and shown as events.
+  help) gets `Failed=True` with reason `InvalidTrainJob`, a Warning event, and no requeue. So does one whose
+  runtime (its snapshot, or the live runtime before there is one) holds a value the pipeline does not build
+  (`runtime.buildable`: edited by hand, or the runtime changed after admission), with reason
+  `RuntimeNotBuildable` and a message naming the object and the field, and one whose snapshot ConfigMap was
+  edited into something that is not its runtime (the tenant can edit it; nothing rewrites it). Every other
+  build failure (runtime missing or not decodable, a snapshot that cannot be read or that another object
+  owns, API errors) is retried with backoff and shown as events.
 - Events are core/v1 Events with `firstTimestamp`, so `kubectl describe` and the Kubeflow SDK show them
   (upstream writes `events.k8s.io/v1` Events, which the SDK skips).
 
@@ -86,10 +91,12 @@ from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, find_condition
 from runtime.core import RuntimeRegistry
 from runtime.core.errors import (
+    InvalidSnapshotError,
     InvalidTrainJobError,
     PermanentError,
     RuntimeNotFoundError,
     SnapshotError,
+    UnbuildableRuntimeError,
     UnsupportedRuntimeError,
 )
 from runtime.core.status import condition, set_condition
@@ -101,6 +108,7 @@ __all__ = [
     "EVENT_REASON_JOBSET_DELETION_FAILED",
     "MESSAGE_JOBSET_DELETION_PENDING",
     "REASON_INVALID_TRAINJOB",
+    "REASON_RUNTIME_NOT_BUILDABLE",
     "RECORDER_NAME",
     "TrainJobReconciler",
     "event_message",
@@ -119,6 +127,10 @@ MESSAGE_JOBSET_DELETION_PENDING = (
 )
 """The message of the `Failed`/DeadlineExceeded condition while the JobSet's deletion keeps failing; it goes
 back to upstream's message once the JobSet is gone."""
+REASON_RUNTIME_NOT_BUILDABLE = "RuntimeNotBuildable"
+"""The `Failed` condition's reason for a TrainJob whose runtime, or runtime snapshot, holds a value the
+pipeline does not build (`UnbuildableRuntimeError`), or whose snapshot ConfigMap holds no runtime of it
+(`InvalidSnapshotError`; not upstream's)."""
 
 _EVENT_ERROR_LIMIT = 950
 
@@ -174,6 +186,13 @@ def _set_deadline_message(status: Mapping[str, Any], message: str) -> None:
     failed = find_condition(status.get("conditions") or [], constants.CONDITION_FAILED)
     if failed is not None and failed.get("reason") == constants.REASON_DEADLINE_EXCEEDED:
         failed["message"] = message
+
+
+def _condition_reason(error: PermanentError) -> str:
+    """The `Failed` condition's reason for a permanent build failure."""
+    if isinstance(error, (UnbuildableRuntimeError, InvalidSnapshotError)):
+        return REASON_RUNTIME_NOT_BUILDABLE
+    return REASON_INVALID_TRAINJOB
 
 
 class ReconcileErrors(Exception):
@@ -264,7 +283,7 @@ class TrainJobReconciler:
             if len(message) > _CONDITION_MESSAGE_LIMIT:
                 message = message[:_CONDITION_MESSAGE_LIMIT] + " ..."
             failed = condition(
-                constants.CONDITION_FAILED, constants.CONDITION_TRUE, REASON_INVALID_TRAINJOB, message
+                constants.CONDITION_FAILED, constants.CONDITION_TRUE, _condition_reason(permanent), message
             )
             set_condition(conditions, failed, now)
         if update.error is not None and permanent is None:  # a failed TrainJob needs no JobSet status

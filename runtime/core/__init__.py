@@ -7,7 +7,8 @@ Module map:
   `next_status`, `watches`), `Runtime`, the two `RuntimeKind`s.
 - `runtime.core.snapshot`: the `<trainjob>-runtime-snapshot` ConfigMap (build, read, check).
 - `runtime.core.status`: `set_condition` (meta.SetStatusCondition), the Suspended condition, the deadline.
-- `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError` (permanent),
+- `runtime.core.errors`: `UnsupportedRuntimeError`, `InvalidTrainJobError`, `UnbuildableRuntimeError`,
+  `InvalidSnapshotError` (permanent),
   `RuntimeNotFoundError`, `InvalidRuntimeError`, `SnapshotError`.
 - `runtime.core.runtime_rules`: what the (Cluster)TrainingRuntime webhooks check (replicated-job rules,
   the deprecation warning).
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 from runtime.core.errors import (
     InvalidRuntimeError,
+    InvalidSnapshotError,
     InvalidTrainJobError,
     PermanentError,
     RuntimeNotFoundError,
     SnapshotError,
+    UnbuildableRuntimeError,
     UnsupportedRuntimeError,
 )
 from runtime.core.runtime import (
@@ -39,6 +42,7 @@ __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
     "TRAINING_RUNTIME",
     "InvalidRuntimeError",
+    "InvalidSnapshotError",
     "InvalidTrainJobError",
     "PermanentError",
     "Runtime",
@@ -47,6 +51,7 @@ __all__ = [
     "RuntimeRegistry",
     "SnapshotError",
     "StatusUpdate",
+    "UnbuildableRuntimeError",
     "UnsupportedRuntimeError",
     "registry_key",
     "trainjob_field_errors",

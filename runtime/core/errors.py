@@ -6,6 +6,12 @@ Go origin: the `errors.New`/`fmt.Errorf` values of kubeflow/trainer `pkg/runtime
 Guarantees:
 - `PermanentError`s cannot go away by retrying: the fields they depend on are immutable. The controller
   records them (event, condition) and does not requeue.
+- `InvalidSnapshotError` (a snapshot ConfigMap whose content is not this TrainJob's runtime) and
+  `UnbuildableRuntimeError` are permanent too, though the runtime is not immutable: the object the TrainJob is
+  built from (its runtime snapshot, or the live runtime before there is one) holds a value the pipeline
+  does not build (`runtime.buildable`); the TrainJob fails naming the object and the field rather than
+  being retried with only events while nobody looks (a snapshot, the TrainJob's own copy, changes only if
+  someone edits it by hand).
 - Every other error here may clear up (a runtime created later, a snapshot fixed by hand): requeue with
   backoff, as upstream does.
 
@@ -19,10 +25,12 @@ from runtime.framework.validation import FieldError, error_lines
 
 __all__ = [
     "InvalidRuntimeError",
+    "InvalidSnapshotError",
     "InvalidTrainJobError",
     "PermanentError",
     "RuntimeNotFoundError",
     "SnapshotError",
+    "UnbuildableRuntimeError",
     "UnsupportedRuntimeError",
 ]
 
@@ -51,6 +59,17 @@ class InvalidTrainJobError(PermanentError):
         self.errors = errors
 
 
+class UnbuildableRuntimeError(PermanentError):
+    """The runtime object the TrainJob is built from holds a value the pipeline does not build: `source`
+    names the object (`trainingruntimes.trainer.kubeflow.org "torch"`, or its snapshot ConfigMap), `error`
+    the field of it. The controller fails the TrainJob (reason `RuntimeNotBuildable`)."""
+
+    def __init__(self, source: str, error: FieldError) -> None:
+        super().__init__(f"{source} cannot be built: {error}")
+        self.source = source
+        self.error = error
+
+
 class InvalidRuntimeError(FrameworkError):
     """The referenced runtime exists but Go's typed decoding would refuse it (a field of the wrong JSON type,
     a quantity that does not parse: stored under an older CRD, or edited in etcd), so nothing is built from
@@ -62,4 +81,12 @@ class RuntimeNotFoundError(FrameworkError):
 
 
 class SnapshotError(FrameworkError):
-    """The runtime snapshot ConfigMap exists but is not a valid snapshot of this TrainJob's runtime."""
+    """The runtime snapshot ConfigMap exists but is not a valid snapshot of this TrainJob's runtime (or it
+    could not be read: retry)."""
+
+
+class InvalidSnapshotError(SnapshotError, PermanentError):
+    """The TrainJob's own snapshot ConfigMap (it is the controller) holds no snapshot of its runtime (text
+    that does not parse, fields of the wrong type, another runtime). The snapshot lives in the tenant's
+    namespace and is never rewritten, so retrying cannot help: the controller fails the TrainJob (reason
+    `RuntimeNotBuildable`) with upstream's message, which names the field when one is wrong."""

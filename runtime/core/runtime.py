@@ -39,8 +39,19 @@ Guarantees:
   `MAX_PODS_PER_JOB`, 100000, the API server's limit on an Indexed Job's parallelism; a runtime's
   `mlPolicy.numNodes`, `parallelism` or `replicas` above its bound) is a field error in `validate` (runtime
   fields under `spec.runtimeRef`, naming the field) and, from `new_objects`, `InvalidTrainJobError` for
-  the TrainJob's fields or `InvalidCountError` for the runtime's. Upstream builds the pod list of
+  the TrainJob's fields or `UnbuildableRuntimeError` for the runtime's. Upstream builds the pod list of
   `numNodes: 2147483647`, which no memory holds.
+- A snapshot ConfigMap of the TrainJob's (its controller) whose content is not the TrainJob's runtime raises
+  `InvalidSnapshotError`, permanent (upstream's message; the tenant can edit the snapshot and nothing
+  rewrites it); one that cannot be read, or that another object owns (a predecessor of the same name, until
+  garbage collection deletes it), raises `SnapshotError`, retried.
+- One rule for what can be built (`runtime.buildable`), from the same code at admission and at build: the
+  TrainJob's and the runtime's values that reach pods (env var names, container resources) before any
+  plugin, then, in `validate`, the Info phases themselves, so that whatever a plugin's build refuses
+  (`UnbuildableError`, such as a count beyond `int32`) the webhook refuses first, naming the field; any
+  other failure of a phase is an `Internal error` naming the plugin. In `new_objects` the same values raise
+  permanent errors: `InvalidTrainJobError`, or `UnbuildableRuntimeError` naming the runtime object (or the
+  snapshot ConfigMap the TrainJob is built from) and its field.
 
 Deliberately missing: field indexers and finalizers (the controller's business), and any runtime kind other
 than the two Trainer kinds.
@@ -58,27 +69,32 @@ import orjson
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
 from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find_condition
+from runtime.buildable import MAX_INT32, UnbuildableError, runtime_errors, trainjob_errors
 from runtime.core.errors import (
     InvalidRuntimeError,
+    InvalidSnapshotError,
     InvalidTrainJobError,
     RuntimeNotFoundError,
     SnapshotError,
+    UnbuildableRuntimeError,
     UnsupportedRuntimeError,
 )
 from runtime.core.snapshot import (
     build_snapshot,
     get_snapshot,
+    is_owned_by,
     read_snapshot,
     runtime_type_errors,
+    snapshot_name,
     type_error_summary,
 )
 from runtime.core.status import DeadlineCheck, check_deadline, condition, set_condition, suspended_condition
 from runtime.framework.errors import FrameworkError
 from runtime.framework.extensions import Watch
-from runtime.framework.framework import Framework
+from runtime.framework.framework import Framework, PluginError
 from runtime.framework.reader import Reader, ReadError
 from runtime.framework.validation import FieldError, Validation
-from runtime.info import Info, InvalidCountError, RuntimePatchError, build_info
+from runtime.info import Info, RuntimePatchError, build_info
 from runtime.schema import json_type
 
 __all__ = [
@@ -141,10 +157,11 @@ CLUSTER_TRAINING_RUNTIME = RuntimeKind(
 
 
 def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
-    """Checks every runtime kind makes, before any plugin: `spec.runtimePatches` is a list of objects, and
-    `spec.trainer.numNodes` and `numProcPerNode` ≥ 1.
+    """Checks every runtime kind makes, before any plugin: `spec.runtimePatches` is a list of objects,
+    `spec.trainer.numNodes` and `numProcPerNode` ≥ 1, and the TrainJob's values that reach pods are buildable
+    (`runtime.buildable.trainjob_errors`).
 
-    Upstream v2.3.0's schema bounds neither, so the CRDs (which match it) accept 0 and negative values.
+    Upstream v2.3.0's schema bounds neither count, so the CRDs (which match it) accept 0 and negative values.
     """
     view = TrainJobView(trainjob)
     trainer = view.trainer or {}
@@ -155,6 +172,11 @@ def trainjob_field_errors(trainjob: TrainJob) -> tuple[FieldError, ...]:
             errors.append(
                 FieldError.invalid(f"spec.trainer.{field}", value, "must be greater than or equal to 1")
             )
+    num_proc = trainer.get("numProcPerNode")
+    if num_proc is not None and num_proc > MAX_INT32:  # the schema's int32, for objects that skipped it
+        message = f"must be less than or equal to {MAX_INT32}"
+        errors.append(FieldError.invalid("spec.trainer.numProcPerNode", num_proc, message))
+    errors.extend(trainjob_errors(trainjob))
     return tuple(errors)
 
 
@@ -256,7 +278,10 @@ class Runtime:
             try:
                 return read_snapshot(configmap, trainjob), []
             except SnapshotError as exc:
-                raise SnapshotError(f"{self.kind.snapshot_error}: {exc}") from exc
+                # The TrainJob's own snapshot holds no runtime of it: permanent, as nothing rewrites it.
+                # Another owner's (a predecessor of the same name, until garbage collection) may go away.
+                error = InvalidSnapshotError if is_owned_by(configmap, trainjob) else SnapshotError
+                raise error(f"{self.kind.snapshot_error}: {exc}") from exc
         try:
             runtime = self.get_runtime(trainjob, reader)
         except ReadError as exc:
@@ -272,18 +297,32 @@ class Runtime:
         return info
 
     def new_objects(self, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
-        """The objects to apply for the TrainJob, in apply order (Go `NewObjects`)."""
+        """The objects to apply for the TrainJob, in apply order (Go `NewObjects`).
+
+        A value that cannot be built (`runtime.buildable`) raises a permanent error naming its field:
+        `InvalidTrainJobError` for the TrainJob's, `UnbuildableRuntimeError` for the runtime's (naming the
+        live runtime, or the snapshot ConfigMap the TrainJob is built from)."""
         errors = trainjob_field_errors(trainjob)
         if errors:
             raise InvalidTrainJobError(errors)
         runtime, objects = self._runtime_for_build(trainjob, reader)
+        source = self._runtime_text(trainjob)
+        if not objects:  # built from the snapshot: that ConfigMap is what holds the value
+            source = f'configmaps "{snapshot_name(trainjob)}" (the snapshot of {source})'
+        spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
+        unbuildable_values = runtime_errors(spec)
+        if unbuildable_values:
+            raise UnbuildableRuntimeError(source, unbuildable_values[0])
         try:
-            info = self.runtime_info(trainjob, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
-        except InvalidCountError as exc:
-            if exc.in_trainjob:
-                raise InvalidTrainJobError((exc.error,)) from exc
-            raise
-        objects.extend(self.framework.build(info, trainjob, reader))
+            info = self.runtime_info(trainjob, spec)
+            objects.extend(self.framework.build(info, trainjob, reader))
+        except (UnbuildableError, PluginError) as exc:
+            unbuildable = _unbuildable(exc)
+            if unbuildable is None:
+                raise
+            if unbuildable.in_trainjob:
+                raise InvalidTrainJobError((unbuildable.error,)) from exc
+            raise UnbuildableRuntimeError(source, unbuildable.error) from exc
         return objects
 
     def train_job_status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> TrainJobStatus | None:
@@ -333,8 +372,12 @@ class Runtime:
             )
         if _runtime_patch_shape_errors(TrainJobView(new).spec.get("runtimePatches")):
             return result  # in `result` already; the merge and the plugins read each patch as an object
+        spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
+        unbuildable = [self._runtime_field_error(new, error) for error in runtime_errors(spec)]
+        if unbuildable:
+            return result + Validation.of(unbuildable)
         try:
-            info = build_info(new, cast(TrainingRuntimeSpec, runtime.get("spec") or {}))
+            info = build_info(new, spec)
         except RuntimePatchError as exc:
             if exc.path is None:  # spec.trainer.resourcesPerNode did not merge
                 resources = as_dict(TrainJobView(new).trainer).get("resourcesPerNode")
@@ -342,16 +385,44 @@ class Runtime:
             else:  # the patch at exc.path did not merge
                 patch_error = FieldError.invalid(exc.path, exc.manager, exc.detail)
             return result + Validation.of([patch_error])
-        except InvalidCountError as exc:
-            if exc.in_trainjob:
-                return result + Validation.of([exc.error])
-            ref = dict(as_dict(TrainJobView(new).spec.get("runtimeRef")))
-            message = f"the runtime cannot run: {exc.error}"
-            return result + Validation.of([FieldError.invalid(self.kind.validation_path, ref, message)])
-        return result + self.framework.validate(info, old, new, reader)
+        except UnbuildableError as exc:
+            return result + Validation.of([self._unbuildable_field_error(new, exc)])
+        result += self.framework.validate(info, old, new, reader)
+        if result.ok:
+            result += self._enforce_errors(info, new)
+        return result
+
+    def _runtime_field_error(self, trainjob: TrainJob, error: FieldError) -> FieldError:
+        """A runtime field's error as the TrainJob's: at `spec.runtimeRef`, naming the runtime's field."""
+        ref = dict(as_dict(TrainJobView(trainjob).spec.get("runtimeRef")))
+        return FieldError.invalid(self.kind.validation_path, ref, f"the runtime cannot run: {error}")
+
+    def _unbuildable_field_error(self, trainjob: TrainJob, exc: UnbuildableError) -> FieldError:
+        return exc.error if exc.in_trainjob else self._runtime_field_error(trainjob, exc.error)
+
+    def _enforce_errors(self, info: Info, trainjob: TrainJob) -> Validation:
+        """The Info phases run as a build runs them, so whatever they refuse is refused at admission: an
+        `UnbuildableError` names its field; any other failure is an `Internal error` naming the plugin."""
+        try:
+            self.framework.enforce(info, trainjob)
+        except PluginError as exc:
+            unbuildable = _unbuildable(exc)
+            if unbuildable is not None:
+                return Validation.of([self._unbuildable_field_error(trainjob, unbuildable)])
+            return Validation.of([FieldError.internal("spec", str(exc))])
+        return Validation()
 
     def __repr__(self) -> str:
         return f"<Runtime {self.kind.key}>"
+
+
+def _unbuildable(exc: BaseException) -> UnbuildableError | None:
+    """The `UnbuildableError` that `exc` is, or that a plugin raised (a `PluginError`'s cause)."""
+    if isinstance(exc, UnbuildableError):
+        return exc
+    if isinstance(exc, PluginError) and isinstance(exc.cause, UnbuildableError):
+        return exc.cause
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,12 @@ The rules, for each `spec.template.spec.replicatedJobs[i]` whose template carrie
   `Invalid` at `spec.template.spec.replicatedJobs[i].template.spec.template.spec.containers`, "must contain
   the required container for the ancestor: <ancestor>".
 
+And, not upstream's: every container's env var names and resources are values the pipeline can build
+(`runtime.buildable.runtime_errors`: the API server's rules for the pods the runtime's Jobs will create,
+with its messages), so a runtime that no TrainJob could run is refused when it is written, naming the field,
+rather than each TrainJob that references it (which the TrainJob webhook still refuses, at
+`spec.runtimeRef`, for a runtime that skipped this check: an UPDATE of a TrainingRuntime is not checked).
+
 When each runs (upstream's choice, kept): a TrainingRuntime is checked on CREATE only (an UPDATE is not
 checked); a ClusterTrainingRuntime on CREATE and UPDATE, and its CREATE also warns when it is labelled
 `trainer.kubeflow.org/support: deprecated`. DELETE is never checked.
@@ -28,6 +34,7 @@ from typing import Any
 
 from runtime.api import constants
 from runtime.api.views import as_dict, as_list, replicated_job_pod_spec
+from runtime.buildable import runtime_errors
 from runtime.framework.validation import FieldError, Validation
 
 __all__ = [
@@ -76,11 +83,15 @@ def validate_replicated_jobs(runtime: Mapping[str, Any]) -> tuple[FieldError, ..
     return tuple(errors)
 
 
+def _runtime_errors(runtime: Mapping[str, Any]) -> tuple[FieldError, ...]:
+    return (*validate_replicated_jobs(runtime), *runtime_errors(as_dict(runtime.get("spec"))))
+
+
 def validate_training_runtime(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Validation:
     """The TrainingRuntime webhook: the rules on CREATE (`old` None); an UPDATE is admitted unchecked."""
     if old is not None:
         return Validation()
-    return Validation.of(validate_replicated_jobs(new))
+    return Validation.of(_runtime_errors(new))
 
 
 def cluster_training_runtime_deprecation_warning(runtime: Mapping[str, Any]) -> str | None:
@@ -100,4 +111,4 @@ def validate_cluster_training_runtime(
 ) -> Validation:
     """The ClusterTrainingRuntime webhook: the rules on CREATE and UPDATE, a deprecation warning on CREATE."""
     warning = cluster_training_runtime_deprecation_warning(new) if old is None else None
-    return Validation.of(validate_replicated_jobs(new), [warning] if warning else [])
+    return Validation.of(_runtime_errors(new), [warning] if warning else [])

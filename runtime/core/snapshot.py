@@ -63,6 +63,7 @@ __all__ = [
     "MAX_SNAPSHOT_NODES",
     "build_snapshot",
     "get_snapshot",
+    "is_owned_by",
     "read_snapshot",
     "runtime_type_errors",
     "snapshot_name",
@@ -284,7 +285,7 @@ def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> Mapping[s
     """The runtime object frozen in a snapshot ConfigMap, after upstream's checks (raises `SnapshotError`).
     Shared and read-only."""
     view = TrainJobView(trainjob)
-    if _controller_uid(configmap) != view.uid:
+    if not is_owned_by(configmap, trainjob):
         raise SnapshotError(f"{_INVALID}: a snapshot configmap exists but is owned by another object")
     text = _mapping(configmap.get("data")).get(constants.RUNTIME_SNAPSHOT_KEY)
     if text is None:
@@ -310,6 +311,12 @@ def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> Mapping[s
     if found.kind not in _RUNTIME_KINDS:
         raise SnapshotError(f"{_UNMARSHAL}: not a runtime object: kind {elide(found.kind)!r}")
     return runtime
+
+
+def is_owned_by(configmap: Mapping[str, Any], trainjob: TrainJob) -> bool:
+    """Whether the TrainJob is the ConfigMap's controller: only then is the snapshot its own (a TrainJob
+    deleted and created again under its name may meet its predecessor's until garbage collection)."""
+    return _controller_uid(configmap) == TrainJobView(trainjob).uid
 
 
 def get_snapshot(reader: Reader, trainjob: TrainJob) -> Mapping[str, Any] | None:

@@ -13,13 +13,16 @@ What it does, by phase:
   (`spec.runtimePatches[i].trainingRuntimeSpec.template.spec.replicatedJobs[j].name`, with upstream's
   detail; upstream reports every one at `spec.runtimePatches`, with the whole list as the value); the
   pods the TrainJob would run (its `numNodes` on the trainer job, each job's `replicas` times count) are
-  at most `MAX_PODS_PER_TRAINJOB`.
+  at most `MAX_PODS_PER_TRAINJOB` (`pod_count_error`: blamed on the runtime's
+  `spec.template.spec.replicatedJobs`, under `spec.runtimeRef`, when the runtime alone runs too many, else
+  on `spec.trainer.numNodes`).
 - WatchExtension: JobSets, enqueueing their controlling TrainJob (registered even when the JobSet CRD is
   missing, as upstream).
 - PodNetwork: each PodSet's endpoints `<trainjob>-<job>-<replica>-<pod>.<subdomain>` (subdomain =
   `spec.network.subdomain`, else the TrainJob name), lazy as upstream's `iter.Seq` (`PodEndpoints`), after
-  refusing a TrainJob whose pods in all exceed `MAX_PODS_PER_TRAINJOB` (the reconcile-time twin of the
-  validation above, for TrainJobs that skipped the webhook). Upstream's `SyncParallelCount` has no
+  refusing a TrainJob whose pods in all exceed `MAX_PODS_PER_TRAINJOB` with the same blame
+  (`runtime.buildable.UnbuildableError`: the reconcile-time twin of the validation above, for TrainJobs
+  that skipped the webhook or a runtime edited since). Upstream's `SyncParallelCount` has no
   counterpart: `PodSet.count` is the template's `parallelism`/`completions`.
 - ComponentBuilder: the JobSet `jobset.x-k8s.io/v1alpha2`, rendered from Info (template, then initializer
   and trainer overrides, scheduler pod labels/annotations, `suspend`, owner reference). Not rendered when
@@ -47,6 +50,7 @@ from runtime.api.gojson import RUNTIME_PATCHES, go_round_trip_jobset_spec, go_se
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
 from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
+from runtime.buildable import UnbuildableError
 from runtime.core.status import set_condition
 from runtime.framework import (
     ComponentBuilder,
@@ -66,13 +70,14 @@ from runtime.info import MAX_PODS_PER_TRAINJOB, Container, Info
 from runtime.ownership import owner_reference
 from runtime.plugins.trainernode import convert_env_var, env_var, trainer_env
 
-__all__ = ["JobSet", "PodEndpoints", "render_jobset"]
+__all__ = ["JobSet", "PodEndpoints", "pod_count_error", "render_jobset"]
 
 NAME = "JobSet"
 INITIALIZER_ENV_STORAGE_URI = "STORAGE_URI"
 """The env var that tells an initializer where to read from."""
 
 _RUNTIME_REF = "spec.runtimeRef"
+_REPLICATED_JOBS = "spec.template.spec.replicatedJobs"
 _RUNTIME_PATCHES = "spec.runtimePatches"
 _NO_ENV_CONTAINERS = (constants.DATASET_INITIALIZER, constants.MODEL_INITIALIZER, constants.NODE)
 """The containers whose env a runtime patch may not set (the plugins own it)."""
@@ -154,13 +159,41 @@ class PodEndpoints:
         return max(self.replicas, 0) * max(self.count, 0)
 
 
-def _pods_error(path: str, value: Any, pods: int) -> FieldError:
-    return FieldError.invalid(
-        path,
-        value,
+def pod_count_error(info: Info, trainjob: TrainJob, *, exact: bool) -> UnbuildableError | None:
+    """The TrainJob's pods in all, or None when they are at most `MAX_PODS_PER_TRAINJOB`.
+
+    `exact`: count the PodSets as they are (after the Info phases); else count the trainer job at
+    `spec.trainer.numNodes` pods, an upper bound of what a plugin gives it (MPI may take one off).
+    The blame goes where the fix is: the runtime's `spec.template.spec.replicatedJobs` when the runtime
+    alone runs too many (the trainer job at one pod per replica when the TrainJob sets `numNodes`, at the
+    runtime's count when it does not), else `spec.trainer.numNodes`.
+    """
+    num_nodes = as_dict(TrainJobView(trainjob).trainer).get("numNodes")
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int):
+        num_nodes = None  # no numNodes, or a bad one (reported by the runtime's own check)
+    trainer = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
+    pods = runtime_pods = 0
+    for pod_set in info.pod_sets:
+        if pod_set is trainer and num_nodes is not None:
+            pods += pod_set.pods if exact else pod_set.replicas * num_nodes
+            runtime_pods += pod_set.replicas
+        else:
+            pods += pod_set.pods
+            runtime_pods += pod_set.pods
+    if pods <= MAX_PODS_PER_TRAINJOB:
+        return None
+    if num_nodes is None or runtime_pods > MAX_PODS_PER_TRAINJOB:
+        message = (
+            f"must be less than or equal to {MAX_PODS_PER_TRAINJOB} pods in all: the runtime runs "
+            f"{runtime_pods} pods (replicas times pods per job, summed over the replicated jobs)"
+        )
+        error = FieldError.invalid(_REPLICATED_JOBS, runtime_pods, message)
+        return UnbuildableError(error, in_trainjob=False)
+    message = (
         f"must be less than or equal to {MAX_PODS_PER_TRAINJOB} pods in all: the TrainJob would run "
-        f"{pods} pods (replicas times pods per job, summed over the replicated jobs)",
+        f"{pods} pods (replicas times pods per job, summed over the replicated jobs)"
     )
+    return UnbuildableError(FieldError.invalid("spec.trainer.numNodes", num_nodes, message), in_trainjob=True)
 
 
 def _initializer_overrides(rjob: dict[str, Any], step: str, source: Mapping[str, Any] | None) -> None:
@@ -308,7 +341,13 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             errors.extend(
                 self._runtime_patch_errors(f"{_RUNTIME_PATCHES}[{index}]", patch, runtime_containers_by_job)
             )
-        errors.extend(self._pod_count_errors(info, view))
+        too_many = pod_count_error(info, new, exact=False)
+        if too_many is not None:
+            if too_many.in_trainjob:
+                errors.append(too_many.error)
+            else:
+                message = f"the runtime cannot run: {too_many.error}"
+                errors.append(FieldError.invalid(_RUNTIME_REF, runtime_ref, message))
         return Validation.of(errors)
 
     @staticmethod
@@ -369,24 +408,6 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
         return errors
 
     @staticmethod
-    def _pod_count_errors(info: Info, view: TrainJobView) -> list[FieldError]:
-        """The TrainJob's pods in all, its `numNodes` on the trainer job, are at most MAX_PODS_PER_TRAINJOB.
-
-        The count a plugin gives the trainer job is at most `numNodes` (MPI may take one off), so this is an
-        upper bound; `identify_pod_network` checks the exact total when building.
-        """
-        num_nodes = as_dict(view.trainer).get("numNodes")
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, int):
-            return []  # no numNodes, or a bad one (reported by the runtime's own check)
-        trainer = info.find_pod_set_by_ancestor(constants.ANCESTOR_TRAINER)
-        pods = sum(
-            pod_set.replicas * num_nodes if pod_set is trainer else pod_set.pods for pod_set in info.pod_sets
-        )
-        if pods > MAX_PODS_PER_TRAINJOB:
-            return [_pods_error("spec.trainer.numNodes", num_nodes, pods)]
-        return []
-
-    @staticmethod
     def _has_initializer_mount(info: Info, step: str) -> bool:
         pod_set = info.find_pod_set(step)
         if pod_set is None:
@@ -442,15 +463,9 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
 
     def identify_pod_network(self, info: Info, trainjob: TrainJob) -> None:
         view = TrainJobView(trainjob)
-        pods = sum(pod_set.pods for pod_set in info.pod_sets)
-        if pods > MAX_PODS_PER_TRAINJOB:
-            num_nodes = as_dict(view.trainer).get("numNodes")
-            error = (
-                _pods_error("spec.trainer.numNodes", num_nodes, pods)
-                if num_nodes is not None
-                else _pods_error(_RUNTIME_REF, dict(as_dict(view.spec.get("runtimeRef"))), pods)
-            )
-            raise PhaseError(str(error))
+        too_many = pod_count_error(info, trainjob, exact=True)
+        if too_many is not None:
+            raise too_many
         subdomain = str(as_dict(info.template.get("network")).get("subdomain") or view.name)
         for pod_set in info.pod_sets:
             pod_set.endpoints = PodEndpoints(

@@ -17,8 +17,9 @@ EnforceMLPolicy:
    one pod (upstream gives it `mlPolicy.numNodes` pods, and left `node` alone unless the TrainJob set
    `numNodes`).
 2. Slots per host: `spec.trainer.numProcPerNode` if set, else the policy's; a policy value of 1 becomes the
-   GPU count when that is above 1 (`resourcesPerNode`, else the runtime's `node` container). The result is
-   written back into Info's copy of the policy, which the hostfile reads.
+   GPU count when that is above 1 (`resourcesPerNode`, else the runtime's `node` container; above
+   `runtime.buildable.MAX_INT32` an `UnbuildableError` naming the GPU resource). The result is written back
+   into Info's copy of the policy, which the hostfile reads.
 3. Volumes: `mpi-ssh-auth` (Secret `<tj>-mpi-ssh-auth`, mode 0400; private key as `id_rsa` 0640, public key
    as `id_rsa.pub` and `authorized_keys` 0644) on the `node` and `launcher` PodSets; `mpi-hostfile`
    (ConfigMap `<tj>-mpi-hostfile`, `hostfile` 0444) on `launcher`. Their `node` containers mount the keys at
@@ -47,8 +48,10 @@ given to the plugin (default `generate_ssh_key_pair`, from the OS's randomness);
 deterministic or placeholder generators.
 
 Deliberately missing: Intel MPI and MPICH (upstream rejects them at EnforceMLPolicy, as here, with upstream's
-message after the runtime's field path: `spec.mlPolicy.mpi.mpiImplementation: MPI implementation for MPICH
-doesn't supported`, the value cut at `runtime.echo.ECHO_LIMIT` characters).
+message as a field error of the runtime: `spec.mlPolicy.mpi.mpiImplementation: Invalid value: "MPICH": MPI
+implementation for MPICH doesn't supported`, the value cut at `runtime.echo.ECHO_LIMIT` characters; an
+`UnbuildableError`, so the TrainJob webhook refuses such a TrainJob at `spec.runtimeRef`, where upstream
+admits it and fails every build).
 """
 
 from __future__ import annotations
@@ -64,13 +67,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict
+from runtime.buildable import MAX_INT32, UnbuildableError, checked_count
 from runtime.echo import elide
 from runtime.framework import (
     ComponentBuilder,
     CustomValidation,
     EnforceMLPolicy,
     FieldError,
-    PhaseError,
     PluginContext,
     Reader,
     Validation,
@@ -79,8 +82,13 @@ from runtime.framework import (
 )
 from runtime.info import Info, PodSet
 from runtime.ownership import owned_object_metadata, owned_object_watches
-from runtime.plugins.trainernode import env_var, reserved_env_error, trainer_resources_per_node
-from runtime.resources import gpu_count
+from runtime.plugins.trainernode import (
+    env_var,
+    reserved_env_error,
+    resource_count,
+    trainer_resources_per_node,
+)
+from runtime.resources import gpu_resource
 
 __all__ = [
     "MPI",
@@ -123,6 +131,8 @@ RESERVED_ENV_NAMES = frozenset(
     {ENV_HOSTFILE_LOCATION, ENV_RSH_ARGS, ENV_KEEP_FQDN_HOSTNAMES, ENV_DEFAULT_SLOTS}
 )
 
+_SLOTS = "the MPI slots per host"
+_SLOTS_PATH = "spec.mlPolicy.mpi.numProcPerNode"
 _IMPLEMENTATION_PATH = "spec.mlPolicy.mpi.mpiImplementation"
 """The runtime's field an unsupported implementation comes from (named in the EnforceMLPolicy error)."""
 _NUM_NODES_MESSAGE = (
@@ -223,10 +233,14 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
 
         if trainer.get("numProcPerNode") is not None:
             policy["numProcPerNode"] = int(trainer["numProcPerNode"])
+        elif info.ml.mpi_num_proc_per_node > MAX_INT32:  # the schema's int32, for a runtime that skipped it
+            slots = policy.get("numProcPerNode")
+            checked_count(_SLOTS_PATH, slots, info.ml.mpi_num_proc_per_node, in_trainjob=False, what=_SLOTS)
         elif info.ml.mpi_num_proc_per_node == 1:
-            gpus = gpu_count(trainer_resources_per_node(info, trainjob))
-            if gpus > 1:
-                policy["numProcPerNode"] = gpus
+            gpus = gpu_resource(trainer_resources_per_node(info, trainjob))
+            if gpus is not None and gpus[2] > 1:
+                slots = resource_count(info, trainjob, gpus[:2], gpus[2], what=_SLOTS)
+                policy["numProcPerNode"] = slots
 
         for pod_set in info.pod_sets:
             if pod_set.name not in (constants.NODE, constants.LAUNCHER):
@@ -246,10 +260,9 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
                 container.upsert_volume_mounts({"name": HOSTFILE_VOLUME, "mountPath": HOSTFILE_DIR})
                 implementation = info.ml.mpi_implementation
                 if implementation != constants.MPI_IMPLEMENTATION_OPENMPI:
-                    raise PhaseError(
-                        f"{_IMPLEMENTATION_PATH}: MPI implementation for {elide(implementation)} "
-                        "doesn't supported"
-                    )
+                    message = f"MPI implementation for {elide(implementation)} doesn't supported"
+                    error = FieldError.invalid(_IMPLEMENTATION_PATH, implementation, message)
+                    raise UnbuildableError(error, in_trainjob=False)
                 container.upsert_env(
                     env_var(ENV_HOSTFILE_LOCATION, f"{HOSTFILE_DIR}/{HOSTFILE_NAME}"),
                     env_var(ENV_KEEP_FQDN_HOSTNAMES, "true"),

@@ -9,7 +9,8 @@ Active when the runtime's `mlPolicy.torch` is set.
 EnforceMLPolicy:
 1. `spec.trainer.numNodes`, when set, becomes the trainer PodSet's count.
 2. Processes per node: `spec.trainer.numProcPerNode`, else `auto`; `auto` without GPUs becomes the CPU
-   count (requests, else limits, rounded up; at least 1). Resources are `spec.trainer.resourcesPerNode`,
+   count (requests, else limits, rounded up; at least 1; above `runtime.buildable.MAX_INT32` an
+   `UnbuildableError` naming the cpu resource). Resources are `spec.trainer.resourcesPerNode`,
    else the runtime's `node` container's; the GPU count is deterministic (`runtime.resources.gpu_count`).
 3. Only when `spec.trainer` is set (as upstream, even if empty): into the trainer `node` container,
    `spec.trainer.env`, then `PET_NNODES`, `PET_NPROC_PER_NODE`, `PET_NODE_RANK` (the Job completion index)
@@ -52,10 +53,11 @@ from runtime.plugins.trainernode import (
     env_var_from_field,
     first_trainer_pod_host,
     reserved_env_error,
+    resource_count,
     trainer_env,
     trainer_resources_per_node,
 )
-from runtime.resources import cpu_count, gpu_count
+from runtime.resources import cpu_resource, gpu_count
 
 __all__ = [
     "Torch",
@@ -295,7 +297,10 @@ class Torch(CustomValidation, EnforceMLPolicy):
         resources = trainer_resources_per_node(info, trainjob)
         gpus = gpu_count(resources)
         if num_proc == "auto" and gpus == 0:
-            num_proc = max(1, cpu_count(resources))
+            cpus = cpu_resource(resources)
+            source = (cpus[0], "cpu") if cpus is not None else None
+            count = max(1, cpus[1] if cpus is not None else 0)
+            num_proc = resource_count(info, trainjob, source, count, what=ENV_NUM_PROC_PER_NODE)
 
         num_nodes = trainer_pod_set.count if trainer_pod_set is not None else 1
         pet_envs = [

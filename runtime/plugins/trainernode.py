@@ -21,6 +21,7 @@ from runtime.api import constants
 from runtime.api.gojson import go_json
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict, as_list
+from runtime.buildable import MAX_INT32, checked_count
 from runtime.framework.validation import FieldError
 from runtime.info import Info, PodSet
 
@@ -32,7 +33,9 @@ __all__ = [
     "env_var_from_field",
     "first_trainer_pod_host",
     "reserved_env_error",
+    "resource_count",
     "trainer_env",
+    "trainer_resources_path",
     "trainer_resources_per_node",
 ]
 
@@ -127,6 +130,42 @@ def trainer_resources_per_node(info: Info, trainjob: TrainJob) -> dict[str, Any]
     if resources is not None:
         return as_dict(resources)
     return info.trainer_resources() or {}
+
+
+def trainer_resources_path(info: Info, trainjob: TrainJob) -> tuple[str, bool]:
+    """Where `trainer_resources_per_node` read its resources, for an error that names the field: (the
+    path, whether it is the TrainJob's). `spec.trainer.resourcesPerNode`, else the runtime's `node`
+    container's `resources` (a path in the runtime's spec, after the TrainJob's runtime patches)."""
+    if as_dict(TrainJobView(trainjob).trainer).get("resourcesPerNode") is not None:
+        return "spec.trainer.resourcesPerNode", True
+    jobs = as_list(info.template.get("replicatedJobs"))
+    for pod_set in info.pod_sets:
+        if pod_set.name != constants.NODE and pod_set.ancestor != constants.ANCESTOR_TRAINER:
+            continue
+        containers = as_list(pod_set.pod_spec.get("containers"))
+        for index, container in enumerate(containers):
+            if isinstance(container, dict) and container.get("name") == constants.NODE:
+                if container.get("resources") is None:
+                    continue
+                job_index = next(i for i, job in enumerate(jobs) if job is pod_set.job)
+                path = f"spec.template.spec.replicatedJobs[{job_index}].template.spec.template.spec"
+                return f"{path}.containers[{index}].resources", False
+    return "spec.trainer.resourcesPerNode", True  # nothing read: no count can come from it
+
+
+def resource_count(
+    info: Info, trainjob: TrainJob, source: tuple[str, str] | None, count: int, *, what: str
+) -> int:
+    """`count`, a count a plugin renders (`what`: `DMLC_NUM_WORKER`) from the trainer node's resource
+    `source` (`requests` or `limits`, and the name), checked by `runtime.buildable.checked_count`: above
+    `MAX_INT32` it raises `UnbuildableError` naming the resource
+    (`spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]`, or the runtime container's)."""
+    if source is None or count <= MAX_INT32:
+        return count
+    key, name = source
+    path, in_trainjob = trainer_resources_path(info, trainjob)
+    value = as_dict(trainer_resources_per_node(info, trainjob).get(key)).get(name)
+    return checked_count(f"{path}.{key}[{name}]", value, count, in_trainjob=in_trainjob, what=what)
 
 
 def first_trainer_pod_host(trainjob_name: str) -> str:

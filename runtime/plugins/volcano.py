@@ -11,9 +11,12 @@ CustomValidation:
   patches), must not be empty;
 - the `priorityClassName` of each (patched) pod template that sets one, in replicated-job order, must
   name an existing PriorityClass, read through the Reader (`scheduling.k8s.io/v1`): one error per job
-  whose class is missing. The first built-in class (`system-cluster-critical`, `system-node-critical`)
-  ends the check, as upstream's: the classes of the jobs after it are not looked up, so a missing one
-  there is admitted (its pods wait until the class exists). The Reader needs get access to
+  whose class is missing, at `spec.runtimeRef`, naming the runtime's field
+  (`spec.template.spec.replicatedJobs[i].template.spec.template.spec.priorityClassName`; upstream names
+  `spec.templateSpec.priorityClassName`, a field of neither object). The first built-in class
+  (`system-cluster-critical`, `system-node-critical`) ends the check, as upstream's: the classes of the
+  jobs after it are not looked up, so a missing one there is admitted (its pods wait until the class
+  exists). The Reader needs get access to
   PriorityClasses, which upstream's ClusterRole lacks.
 
 EnforcePodGroupPolicy: every pod gets the annotation `scheduling.k8s.io/group-name: <trainjob>`.
@@ -36,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import TrainJobView
+from runtime.api.views import TrainJobView, as_dict, as_list, replicated_job_pod_spec
 from runtime.framework import (
     ComponentBuilder,
     CustomValidation,
@@ -69,11 +72,22 @@ PRIORITY_CLASS_API_VERSION = "scheduling.k8s.io/v1"
 SYSTEM_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 DEFAULT_NETWORK_TOPOLOGY_MODE = "hard"
 DEFAULT_HIGHEST_TIER_ALLOWED = 1
+_REPLICATED_JOBS = "spec.template.spec.replicatedJobs"
 
 
 def priority_class_names(info: Info) -> list[str]:
     """The `priorityClassName` of each replicated job's pod template that sets one, in template order."""
     return pod_template_values(info.template, "priorityClassName")
+
+
+def _priority_classes_by_job(info: Info) -> list[tuple[int, str]]:
+    """(index of the replicated job, its pod template's `priorityClassName`) for each job that sets one."""
+    found = []
+    for index, job in enumerate(as_list(info.template.get("replicatedJobs"))):
+        name = replicated_job_pod_spec(job).get("priorityClassName")
+        if isinstance(name, str):
+            found.append((index, name))
+    return found
 
 
 class Volcano(PodGroupPlugin, CustomValidation, EnforcePodGroupPolicy, WatchExtension, ComponentBuilder):
@@ -99,7 +113,8 @@ class Volcano(PodGroupPlugin, CustomValidation, EnforcePodGroupPolicy, WatchExte
                     "Volcano queue name must not be empty",
                 )
             )
-        for name in priority_class_names(info):
+        runtime_ref = dict(as_dict(TrainJobView(new).spec.get("runtimeRef")))
+        for index, name in _priority_classes_by_job(info):
             if name in SYSTEM_PRIORITY_CLASSES:
                 break  # as upstream: a built-in class ends the check (see the module doc)
             try:
@@ -110,13 +125,15 @@ class Volcano(PodGroupPlugin, CustomValidation, EnforcePodGroupPolicy, WatchExte
                 if found is not None:
                     continue
                 reason = f'priorityclasses.scheduling.k8s.io "{name}" not found'
-            errors.append(
-                FieldError.invalid(
-                    "spec.templateSpec.priorityClassName",
-                    name,
-                    f'PriorityClass "{name}" doesn\'t exist: {reason}',
-                )
+            # The class is the runtime's (a runtime patch cannot set one): name its field, under the
+            # TrainJob's spec.runtimeRef (upstream names spec.templateSpec.priorityClassName, a field of
+            # neither object).
+            field = FieldError.invalid(
+                f"{_REPLICATED_JOBS}[{index}].template.spec.template.spec.priorityClassName",
+                name,
+                f'PriorityClass "{name}" doesn\'t exist: {reason}',
             )
+            errors.append(FieldError.invalid("spec.runtimeRef", runtime_ref, str(field)))
         return Validation.of(errors)
 
     def enforce_pod_group_policy(self, info: Info, trainjob: TrainJob) -> None:

@@ -15,7 +15,8 @@ EnforceMLPolicy (needs a PodSet labelled ancestor `trainer`):
    `DMLC_TRACKER_URI=<trainjob>-node-0-0.<trainjob>` (rank 0 runs the tracker), `DMLC_TRACKER_PORT=29500`,
    `DMLC_TASK_ID` (the Job completion index) and `DMLC_NUM_WORKER` = count * workers per node, where a
    node runs one worker per GPU (`resourcesPerNode`, else the runtime's `node` container) or one without
-   GPUs; and container port 29500.
+   GPUs (above `runtime.buildable.MAX_INT32` an `UnbuildableError` naming the GPU resource); and
+   container port 29500.
 
 Deliberately missing: nothing beyond upstream.
 """
@@ -33,9 +34,10 @@ from runtime.plugins.trainernode import (
     env_var,
     env_var_from_field,
     first_trainer_pod_host,
+    resource_count,
     trainer_resources_per_node,
 )
-from runtime.resources import gpu_count
+from runtime.resources import gpu_resource
 
 __all__ = ["RESERVED_ENV_NAMES", "XGBoost"]
 
@@ -80,11 +82,19 @@ class XGBoost(CustomValidation, EnforceMLPolicy):
         container = info.find_container_by_ancestor(constants.ANCESTOR_TRAINER, constants.NODE)
         if container is None:
             return
-        workers_per_node = gpu_count(trainer_resources_per_node(info, trainjob)) or 1
+        gpus = gpu_resource(trainer_resources_per_node(info, trainjob))
+        workers_per_node = gpus[2] if gpus is not None else 1
+        workers = resource_count(
+            info,
+            trainjob,
+            gpus[:2] if gpus is not None else None,
+            trainer_pod_set.count * workers_per_node,
+            what=ENV_NUM_WORKER,
+        )
         container.upsert_env(
             env_var(ENV_TRACKER_URI, first_trainer_pod_host(view.name)),
             env_var(ENV_TRACKER_PORT, str(constants.CONTAINER_TRAINER_PORT)),
             env_var_from_field(ENV_TASK_ID, JOB_COMPLETION_INDEX_FIELD_PATH),
-            env_var(ENV_NUM_WORKER, str(trainer_pod_set.count * workers_per_node)),
+            env_var(ENV_NUM_WORKER, str(workers)),
         )
         container.upsert_ports({"containerPort": constants.CONTAINER_TRAINER_PORT})

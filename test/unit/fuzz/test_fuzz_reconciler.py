@@ -347,5 +347,7 @@ def test_an_unsupported_mpi_implementation_names_the_runtime_field_and_cuts_the_
     run = Run(stored_trainjob(trainjob_on("deepspeed-distributed")) or {}, runtime)
     run.converges()
     message = run.recorder.events[-1][2]
-    assert "spec.mlPolicy.mpi.mpiImplementation: MPI implementation for xxx" in message
+    assert 'cannot be built: spec.mlPolicy.mpi.mpiImplementation: Invalid value: "xxx' in message
     assert "… (1000 characters) doesn't supported" in message
+    assert run.recorder.events[-1][1] == EVENT_REASON_CREATION_FAILED
+    assert len(message) < 1200  # each echo of the value is cut

@@ -9,7 +9,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from runtime.framework import FieldError, PhaseError, ReadError, Validation, Watch
+from runtime.buildable import UnbuildableError
+from runtime.framework import FieldError, ReadError, Validation, Watch
 from runtime.plugins.mpi import MPI, SSHKeyPair, generate_ssh_key_pair, ssh_key_pair
 
 # A fixed key, so the Secret the plugin builds is an exact, comparable value.
@@ -288,11 +289,13 @@ def test_an_implementation_other_than_openmpi_fails_the_phase(make: Any) -> None
         make.job("launcher", containers=[make.container()]), ml_policy={"numNodes": 1, "mpi": policy}
     )
     info = make.info(trainjob, spec)
-    with pytest.raises(
-        PhaseError,
-        match=r"^spec\.mlPolicy\.mpi\.mpiImplementation: MPI implementation for MPICH doesn't supported$",
-    ):
+    with pytest.raises(UnbuildableError) as raised:
         _plugin().enforce_ml_policy(info, trainjob)
+    assert not raised.value.in_trainjob  # the runtime's field
+    assert str(raised.value.error) == (
+        'spec.mlPolicy.mpi.mpiImplementation: Invalid value: "MPICH": MPI implementation for MPICH '
+        "doesn't supported"
+    )
 
 
 def test_an_existing_ssh_auth_secret_is_never_replaced(make: Any) -> None:

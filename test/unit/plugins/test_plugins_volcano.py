@@ -166,12 +166,15 @@ def _jobs_with(make: Any, *priority_classes: str) -> Any:
     )
 
 
-def _missing(name: str) -> FieldError:
-    return FieldError.invalid(
-        "spec.templateSpec.priorityClassName",
-        name,
-        f'PriorityClass "{name}" doesn\'t exist: priorityclasses.scheduling.k8s.io "{name}" not found',
+def _missing(name: str, index: int = 0, reason: str | None = None) -> FieldError:
+    # Was spec.templateSpec.priorityClassName (upstream's path), a field of neither object.
+    reason = reason or f'priorityclasses.scheduling.k8s.io "{name}" not found'
+    field = (
+        f"spec.template.spec.replicatedJobs[{index}].template.spec.template.spec.priorityClassName: "
+        f'Invalid value: "{name}": PriorityClass "{name}" doesn\'t exist: {reason}'
     )
+    runtime_ref = {"name": "test-runtime"}
+    return FieldError.invalid("spec.runtimeRef", runtime_ref, field)
 
 
 def test_validation_is_silent_without_a_volcano_policy(make: Any) -> None:
@@ -212,7 +215,7 @@ def test_the_jobs_before_a_system_priority_class_are_checked(make: Any) -> None:
 def test_each_job_with_a_missing_priority_class_is_reported(make: Any) -> None:
     # One error per replicated job, as upstream appends one per job (no deduplication).
     spec = _jobs_with(make, "missing", "missing")
-    assert _validate(make, spec) == Validation.of([_missing("missing"), _missing("missing")])
+    assert _validate(make, spec) == Validation.of([_missing("missing", 0), _missing("missing", 1)])
 
 
 def test_a_priority_class_that_cannot_be_read_is_reported(make: Any) -> None:
@@ -221,11 +224,5 @@ def test_a_priority_class_that_cannot_be_read_is_reported(make: Any) -> None:
     reader.errors[("scheduling.k8s.io/v1", "PriorityClass")] = RuntimeError("forbidden")
     result = Volcano().validate(make.info(trainjob, _jobs_with(make, "p")), None, trainjob, reader)
     assert result == Validation.of(
-        [
-            FieldError.invalid(
-                "spec.templateSpec.priorityClassName",
-                "p",
-                'PriorityClass "p" doesn\'t exist: reading PriorityClass.scheduling.k8s.io/v1: forbidden',
-            )
-        ]
+        [_missing("p", reason="reading PriorityClass.scheduling.k8s.io/v1: forbidden")]
     )

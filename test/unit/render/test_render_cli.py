@@ -83,6 +83,46 @@ def test_namespace_and_uid_options_fill_what_the_file_leaves_out(tmp_path: Path)
     assert jobset["metadata"]["ownerReferences"][0]["uid"] == "1234"
 
 
+def test_a_namespace_option_that_is_not_a_namespace_name_is_an_error(tmp_path: Path) -> None:
+    # Was rendered (exit 0) into every object's metadata.namespace, which no API server accepts.
+    code, out, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-n", "Bad NS!")
+    assert (code, out) == (2, "")
+    assert err == (
+        'trainer-render: --namespace "Bad NS!" is not a namespace name\n'
+        "  a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+        "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n"
+    )
+    code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", RUNTIMES, "-n", "a.b")
+    assert (code, err) == (
+        2,
+        'trainer-render: --namespace "a.b" is not a namespace name\n  must not contain dots\n',
+    )
+
+
+def test_values_the_api_server_would_refuse_in_the_pods_exit_2_naming_the_fields(tmp_path: Path) -> None:
+    # Was rendered without a word (exit 0); the API server refuses such pods when the Job creates them.
+    text = TRAINJOB + (
+        "  trainer:\n"
+        '    env: [{name: A=B, value: a}, {name: "", value: b}]\n'
+        "    resourcesPerNode: {requests: {cpu: '-1', 'a b': '1'}}\n"
+    )
+    code, out, err = _run(_write(tmp_path, text), "-r", RUNTIMES)
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    assert lines[0] == "trainer-render: TrainJob default/demo is invalid"
+    assert lines[1:4] == [
+        '  spec.trainer.env[0].name: Invalid value: "A=B": a valid environment variable name must consist '
+        "only of printable ASCII characters other than '='",
+        "  spec.trainer.env[1].name: Required value",
+        '  spec.trainer.resourcesPerNode.requests[cpu]: Invalid value: "-1": '
+        "must be greater than or equal to 0",
+    ]
+    assert [line.split(": ")[0] for line in lines[4:]] == [
+        "  spec.trainer.resourcesPerNode.requests[a b]"
+    ] * 2
+
+
 def test_a_namespace_option_contradicting_the_file_is_an_error(tmp_path: Path) -> None:
     text = TRAINJOB.replace("  name: demo\n", "  name: demo\n  namespace: team-a\n")
     path = _write(tmp_path, text)
@@ -320,7 +360,9 @@ def test_a_runtime_the_runtime_webhook_refuses_is_reported_with_its_file(tmp_pat
     assert err.rstrip().endswith("must contain the required container for the ancestor: trainer")
 
 
-def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> None:
+def test_a_runtime_a_plugin_cannot_build_exits_2_naming_the_runtime_field(tmp_path: Path) -> None:
+    # Was a build failure ("plugin MPI failed in EnforceMLPolicy: ..."): the webhook's checks now run the
+    # plugins' Info phases too, so what the build refuses is refused first, naming the field.
     runtime = _write(
         tmp_path,
         """\
@@ -348,9 +390,10 @@ def test_a_build_failure_exits_2_with_the_plugin_and_phase(tmp_path: Path) -> No
     code, _, err = _run(_write(tmp_path, TRAINJOB), "-r", runtime)
     assert code == 2
     assert err == (
-        "trainer-render: cannot build the objects of TrainJob default/demo\n"
-        "  plugin MPI failed in EnforceMLPolicy: spec.mlPolicy.mpi.mpiImplementation: MPI implementation "
-        "for  doesn't supported\n"
+        "trainer-render: TrainJob default/demo is invalid\n"
+        '  spec.RuntimeRef: Invalid value: {"name":"torch-distributed","apiGroup":"trainer.kubeflow.org",'
+        '"kind":"ClusterTrainingRuntime"}: the runtime cannot run: spec.mlPolicy.mpi.mpiImplementation: '
+        'Invalid value: "": MPI implementation for  doesn\'t supported\n'
     )
 
 

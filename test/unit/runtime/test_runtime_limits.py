@@ -148,6 +148,16 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "trainer-job-replicas-times-num-nodes-above-the-total": lambda: _answers(
         _mpi_runtime_with_node_replicas(2), numNodes=MAX_PODS_PER_JOB
     ),
+    "runtime-replicas-times-parallelism-above-the-total": lambda: _answers(
+        _runtime(
+            {"numNodes": 1, "torch": {}},
+            jobs=[
+                MAKE.job("node", ancestor="trainer", containers=[_node()]),
+                MAKE.job("aux", replicas=2, parallelism=MAX_PODS_PER_JOB, containers=[_node()]),
+            ],
+        ),
+        numNodes=1,
+    ),
     "mpi-num-nodes-at-the-limit-builds": lambda: _answers(_mpi_runtime(), numNodes=MAX_PODS_PER_JOB),
     "num-proc-per-node-and-gpus-at-int-maxima": lambda: _answers(
         _mpi_runtime(),
@@ -251,7 +261,11 @@ def test_a_runtime_num_nodes_beyond_the_limit_is_a_runtime_ref_error_naming_the_
     assert len(answers["validate"]) == 1
     assert answers["validate"][0].startswith("spec.runtimeRef: Invalid value: ")
     assert answers["validate"][0].endswith(f"the runtime cannot run: {runtime_error}")
-    assert answers["new_objects"] == {"error": "InvalidCountError", "message": runtime_error}
+    # The runtime cannot be built: a permanent failure naming the runtime object and the field.
+    assert answers["new_objects"] == {
+        "error": "UnbuildableRuntimeError",
+        "message": f'trainingruntimes.trainer.kubeflow.org "test-runtime" cannot be built: {runtime_error}',
+    }
 
 
 def test_runtime_replicas_and_parallelism_beyond_their_limits_are_refused_naming_the_field() -> None:
@@ -261,7 +275,10 @@ def test_runtime_replicas_and_parallelism_beyond_their_limits_are_refused_naming
         f"must be less than or equal to {MAX_PODS_PER_TRAINJOB}"
     )
     assert answers["validate"][0].endswith(f"the runtime cannot run: {replicas_error}")
-    assert answers["new_objects"] == {"error": "InvalidCountError", "message": replicas_error}
+    assert answers["new_objects"] == {
+        "error": "UnbuildableRuntimeError",
+        "message": f'trainingruntimes.trainer.kubeflow.org "test-runtime" cannot be built: {replicas_error}',
+    }
 
 
 def test_a_trainjob_whose_pods_in_all_exceed_the_total_is_refused_by_validation_and_by_the_build() -> None:
@@ -274,8 +291,26 @@ def test_a_trainjob_whose_pods_in_all_exceed_the_total_is_refused_by_validation_
     )
     assert answers["validate"] == [error]
     assert answers["new_objects"] == {
-        "error": "PluginError",
-        "message": f"plugin JobSet failed in PodNetwork: {error}",
+        "error": "InvalidTrainJobError",
+        "message": f"invalid TrainJob: {error}",
+    }
+
+
+def test_pods_in_all_the_runtime_alone_runs_are_blamed_on_the_runtime_not_on_num_nodes() -> None:
+    # Was: spec.trainer.numNodes: Invalid value: 1, though numNodes 1 is the least it can ask for; the
+    # runtime's aux job (replicas 2 x parallelism 100000) is what no TrainJob can run.
+    answers = _run_case("runtime-replicas-times-parallelism-above-the-total")
+    error = (
+        "spec.template.spec.replicatedJobs: Invalid value: 200001: must be less than or equal to "
+        f"{MAX_PODS_PER_TRAINJOB} pods in all: the runtime runs 200001 pods (replicas times pods per job, "
+        "summed over the replicated jobs)"
+    )
+    assert len(answers["validate"]) == 1
+    assert answers["validate"][0].startswith("spec.runtimeRef: Invalid value: ")
+    assert answers["validate"][0].endswith(f"the runtime cannot run: {error}")
+    assert answers["new_objects"] == {
+        "error": "UnbuildableRuntimeError",
+        "message": f'trainingruntimes.trainer.kubeflow.org "test-runtime" cannot be built: {error}',
     }
 
 
@@ -289,11 +324,24 @@ def test_mpi_at_the_node_limit_builds_its_hostfile_within_the_memory_cap() -> No
     print(f"MPI, {MAX_PODS_PER_JOB} nodes: validate + new_objects + next_status in {answers['seconds']} s")
 
 
-def test_process_and_gpu_counts_at_their_int_maxima_multiply_without_blowing_up() -> None:
-    cases = ("num-proc-per-node-and-gpus-at-int-maxima", "xgboost-gpus-int64-max-times-the-node-count")
-    for case, answers in _run_capped(*cases).items():
-        assert answers["validate"] == [], case
-        assert "kinds" in answers["new_objects"], (case, answers)
+def test_a_process_count_at_the_int32_maximum_builds() -> None:
+    answers = _run_case("num-proc-per-node-and-gpus-at-int-maxima")
+    assert answers["validate"] == []
+    assert "kinds" in answers["new_objects"], answers
+
+
+def test_a_worker_count_beyond_int32_is_refused_naming_the_gpu_resource() -> None:
+    # Was built: DMLC_NUM_WORKER = 100000 x (2^63 - 1), a 24-digit env value no XGBoost parses.
+    answers = _run_case("xgboost-gpus-int64-max-times-the-node-count")
+    error = (
+        f'spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: "{INT64_MAX}": must make '
+        f"DMLC_NUM_WORKER at most {INT32_MAX}, not {MAX_PODS_PER_JOB * INT64_MAX}"
+    )
+    assert answers["validate"] == [error]
+    assert answers["new_objects"] == {
+        "error": "InvalidTrainJobError",
+        "message": f"invalid TrainJob: {error}",
+    }
 
 
 def test_min_resources_of_huge_quantities_times_the_node_count_is_built() -> None:
@@ -304,9 +352,16 @@ def test_min_resources_of_huge_quantities_times_the_node_count_is_built() -> Non
 
 def test_a_quantity_with_a_huge_exponent_is_a_clear_error_not_a_memory_error() -> None:
     answers = _run_case("quantity-with-a-huge-exponent")
-    message = answers["new_objects"]["message"]
-    assert answers["new_objects"]["error"] == "PluginError"
-    assert "quantities must be less than 1e100: '1e999999999'" in message
+    # Was a PluginError of the Torch plugin naming no field, after validation had admitted it.
+    error = (
+        'spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]: Invalid value: "1e999999999": '
+        "quantities must be less than 1e100: '1e999999999'"
+    )
+    assert answers["validate"] == [error]
+    assert answers["new_objects"] == {
+        "error": "InvalidTrainJobError",
+        "message": f"invalid TrainJob: {error}",
+    }
 
 
 # The pieces, in process: lazy endpoints, bounded quantities, typed counts ----------------------------------

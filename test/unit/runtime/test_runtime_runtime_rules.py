@@ -133,3 +133,25 @@ def test_a_cluster_training_runtime_is_checked_on_update_without_the_warning() -
     verdict = validate_cluster_training_runtime(bad, old=bad)
     assert [e.path for e in verdict.errors] == [f"{JOBS}[0].template.spec.template.spec.containers"]
     assert verdict.warnings == ()
+
+
+@pytest.mark.parametrize("kind", [constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND])
+def test_a_runtime_whose_pods_the_api_server_would_refuse_is_refused_naming_the_field(kind: str) -> None:
+    # Not upstream's (it admits them, and the API server refuses the Jobs' pods later, far from the
+    # runtime): env var names and container resources are checked with the API server's rules.
+    container = make.container(
+        "node", env=[{"name": "A=B", "value": "1"}], resources={"requests": {"cpu": "-1", "a b": "1"}}
+    )
+    rt = runtime_with(make.job("node", ancestor="trainer", containers=[container]), kind=kind)
+    validate = (
+        validate_training_runtime
+        if kind == constants.TRAINING_RUNTIME_KIND
+        else (validate_cluster_training_runtime)
+    )
+    pod = f"{JOBS}[0].template.spec.template.spec.containers[0]"
+    assert [str(e) for e in validate(rt).errors][:2] == [
+        f'{pod}.env[0].name: Invalid value: "A=B": a valid environment variable name must consist only of '
+        "printable ASCII characters other than '='",
+        f'{pod}.resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0',
+    ]
+    assert [e.path for e in validate(rt).errors][2:] == [f"{pod}.resources.requests[a b]"] * 2

@@ -25,6 +25,7 @@ from controller.trainer.trainjob_controller import (
     TrainJobReconciler,
     event_message,
 )
+from runtime.core.snapshot import build_snapshot
 from runtime.framework import MemoryReader
 
 from .fakes import FakeCluster, FakeRecorder
@@ -175,6 +176,83 @@ def test_a_trainjob_that_bypassed_the_webhook_is_failed_for_good() -> None:
     assert failed and failed[0]["reason"] == "InvalidTrainJob"
     assert "spec.trainer.numNodes" in failed[0]["message"]
     assert ("apply", "JobSet", "tj") not in cluster.writes
+
+
+def _with_node_container(runtime: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    job["template"]["spec"]["template"]["spec"]["containers"][0].update(fields)
+    return runtime
+
+
+def _failed(cluster: FakeCluster) -> dict[str, Any]:
+    status = cluster.get(TRAINJOB, "tj", "ns")["status"]
+    return next(c for c in status["conditions"] if c["type"] == "Failed")
+
+
+def test_a_runtime_that_cannot_be_built_fails_the_trainjob_for_good_naming_the_runtime_and_field() -> None:
+    # Was: a PluginError (or nothing: the value rendered and the API server refused the Job's pods), an
+    # event, and a retry for ever.
+    runtime = _with_node_container(runtime_object(), env=[{"name": "A=B", "value": "1"}])
+    cluster, recorder = FakeCluster(runtime, trainjob_object(trainer={})), FakeRecorder()
+    result = reconciler(cluster, recorder).reconcile(REQUEST)  # no exception: nothing to retry
+    assert result.is_zero()
+    failed = _failed(cluster)
+    assert failed["reason"] == "RuntimeNotBuildable"
+    assert failed["message"] == (
+        'clustertrainingruntimes.trainer.kubeflow.org "torch" cannot be built: spec.template.spec.'
+        'replicatedJobs[0].template.spec.template.spec.containers[0].env[0].name: Invalid value: "A=B": '
+        "a valid environment variable name must consist only of printable ASCII characters other than '='"
+    )
+    assert [w for w in cluster.writes if w[0] == "apply"] == []
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()  # finished: nothing more happens
+    assert [w for w in cluster.writes if w[0] == "apply"] == []
+
+
+def test_a_snapshot_edited_to_an_unbuildable_value_fails_the_trainjob_naming_the_configmap() -> None:
+    trainjob = trainjob_object(trainer={})
+    edited = _with_node_container(runtime_object(), resources={"requests": {"cpu": "-1"}})
+    snapshot = build_snapshot(trainjob, edited, "ClusterTrainingRuntime")  # type: ignore[arg-type]
+    cluster, recorder = FakeCluster(runtime_object(), trainjob, snapshot), FakeRecorder()
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
+    failed = _failed(cluster)
+    assert failed["reason"] == "RuntimeNotBuildable"
+    assert failed["message"] == (
+        'configmaps "tj-runtime-snapshot" (the snapshot of clustertrainingruntimes.trainer.kubeflow.org '
+        '"torch") cannot be built: spec.template.spec.replicatedJobs[0].template.spec.template.spec.'
+        'containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'
+    )
+    assert [w for w in cluster.writes if w[0] == "apply"] == []
+
+
+def test_a_snapshot_edited_into_text_that_is_no_runtime_fails_the_trainjob_naming_the_field() -> None:
+    # Was retried for ever with only events: the snapshot is the tenant's to edit and nothing rewrites it.
+    trainjob = trainjob_object(trainer={})
+    snapshot = build_snapshot(trainjob, runtime_object(), "ClusterTrainingRuntime")  # type: ignore[arg-type]
+    snapshot["data"]["runtime"] = snapshot["data"]["runtime"].replace("name: node", "name: [node]", 1)
+    cluster, recorder = FakeCluster(runtime_object(), trainjob, snapshot), FakeRecorder()
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
+    failed = _failed(cluster)
+    assert failed["reason"] == "RuntimeNotBuildable"
+    assert failed["message"].startswith(
+        "getting runtime snapshot: invalid runtime snapshot: unable to unmarshal"
+    )
+    assert "spec.template.spec.replicatedJobs[0]" in failed["message"]
+    assert [w for w in cluster.writes if w[0] == "apply"] == []
+
+
+def test_a_predecessors_snapshot_is_retried_until_it_is_garbage_collected() -> None:
+    # A TrainJob deleted and created again under its name meets the old snapshot (another owner) until
+    # garbage collection deletes it: not the new TrainJob's fault, so not a failure for good.
+    trainjob = trainjob_object(trainer={})
+    predecessor = build_snapshot(
+        {**trainjob, "metadata": {**trainjob["metadata"], "uid": "old-uid"}},  # type: ignore[arg-type]
+        runtime_object(),
+        "ClusterTrainingRuntime",
+    )
+    cluster, recorder = FakeCluster(runtime_object(), trainjob, predecessor), FakeRecorder()
+    with pytest.raises(Exception, match="owned by another object"):
+        reconciler(cluster, recorder).reconcile(REQUEST)
+    assert "conditions" not in (cluster.get(TRAINJOB, "tj", "ns").get("status") or {})
 
 
 def test_a_finished_trainjob_is_never_rebuilt() -> None:
