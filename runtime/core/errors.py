@@ -62,9 +62,10 @@ class InvalidTrainJobError(PermanentError):
 class UnbuildableRuntimeError(PermanentError):
     """The runtime object the TrainJob is built from holds a value the pipeline does not build: `source`
     names the object (`trainingruntimes.trainer.kubeflow.org "torch"`, or its snapshot ConfigMap), `error`
-    the field of it. The controller fails the TrainJob (reason `RuntimeNotBuildable`)."""
+    the field of it, or what is wrong with the whole object (a string: its snapshot would be larger than a
+    ConfigMap holds). The controller fails the TrainJob (reason `RuntimeNotBuildable`)."""
 
-    def __init__(self, source: str, error: FieldError) -> None:
+    def __init__(self, source: str, error: FieldError | str) -> None:
         super().__init__(f"{source} cannot be built: {error}")
         self.source = source
         self.error = error

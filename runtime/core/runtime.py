@@ -53,6 +53,14 @@ Guarantees:
   permanent errors: `InvalidTrainJobError`, or `UnbuildableRuntimeError` naming the runtime object (or the
   snapshot ConfigMap the TrainJob is built from) and its field.
 
+- A live runtime whose snapshot a ConfigMap cannot hold (more than 1 MiB of YAML: the API server would
+  refuse the snapshot's apply at every retry, as upstream's TrainJobs meet it) is unbuildable too: a
+  `spec.runtimeRef` field error in `validate` ("the runtime cannot run: its runtime snapshot would be N
+  bytes of YAML, ..."), `UnbuildableRuntimeError` naming the runtime from `new_objects`, before anything is
+  applied. The size is exact: the snapshot text is made once per cached runtime object
+  (`_TypedRuntimes`) and is the very text the first build applies; a TrainJob validated against its
+  snapshot (its runtime deleted) is not checked, its snapshot exists already.
+
 Deliberately missing: field indexers and finalizers (the controller's business), and any runtime kind other
 than the two Trainer kinds.
 """
@@ -86,6 +94,8 @@ from runtime.core.snapshot import (
     read_snapshot,
     runtime_type_errors,
     snapshot_name,
+    snapshot_size_problem,
+    snapshot_text,
     type_error_summary,
 )
 from runtime.core.status import DeadlineCheck, check_deadline, condition, set_condition, suspended_condition
@@ -202,22 +212,27 @@ _RUNTIME_PATCHES = "spec.runtimePatches"
 
 
 class _TypedRuntimes:
-    """The live runtimes' typed copies (`runtime_type_errors`), kept for up to `size` runtime objects read.
+    """The live runtimes' typed copies (`runtime_type_errors`) and snapshot texts, kept for up to `size`
+    runtime objects read.
 
     A cache replaces an object on every change and never mutates one, so an object once checked always checks
     the same: the entry is found by the object's identity (the entry holds the object, so its `id` is not
     reused meanwhile). Saves the copy and the check (0.1 to 0.3 ms a runtime) on every admission and first
-    build. Full, it starts over. Safe for concurrent callers without a lock (`runtime/` takes none): each
-    step is one dict operation, and two callers checking one object at once both store the same verdict.
-    The copies are shared and read-only.
+    build, and the snapshot's YAML (`snapshot_text`, made on first need, then shared by every admission that
+    checks its size and every build that writes it). Full, it starts over. Safe for concurrent callers
+    without a lock (`runtime/` takes none): each step is one dict operation or one list item, and two
+    callers checking one object at once both store the same verdict. The copies are shared and read-only.
     """
 
-    __slots__ = ("_entries", "_size")
+    __slots__ = ("_entries", "_kind", "_size", "_texts")
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, kind: str, size: int = 64) -> None:
+        self._kind = kind
         self._size = size
         self._entries: dict[int, tuple[Mapping[str, Any], Mapping[str, Any], list[str]]] = {}
         """id(live) -> (live, its typed copy, where its types are wrong)."""
+        self._texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        """id(typed copy) -> (the typed copy, its snapshot text), for the copies in `_entries`."""
 
     def typed(self, live: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
         """(the typed copy of `live`, where its fields have the wrong JSON type)."""
@@ -228,8 +243,19 @@ class _TypedRuntimes:
         errors = runtime_type_errors(runtime)
         if len(self._entries) >= self._size:
             self._entries.clear()
+            self._texts.clear()
         self._entries[id(live)] = (live, runtime, errors)
         return runtime, errors
+
+    def snapshot_text(self, runtime: Mapping[str, Any]) -> str:
+        """`snapshot_text` of a typed copy `typed` returned, made once per copy."""
+        entry = self._texts.get(id(runtime))
+        if entry is not None and entry[0] is runtime:
+            return entry[1]
+        text = snapshot_text(runtime, self._kind)
+        if len(self._texts) < self._size:
+            self._texts[id(runtime)] = (runtime, text)
+        return text
 
 
 class Runtime:
@@ -240,7 +266,7 @@ class Runtime:
     def __init__(self, kind: RuntimeKind, framework: Framework) -> None:
         self.kind = kind
         self.framework = framework
-        self._typed = _TypedRuntimes()
+        self._typed = _TypedRuntimes(kind.kind)
 
     def _runtime_text(self, trainjob: TrainJob) -> str:
         return f'{self.kind.plural}.{constants.GROUP} "{TrainJobView(trainjob).runtime_ref_name}"'
@@ -288,7 +314,11 @@ class Runtime:
             raise RuntimeNotFoundError(f"{self.kind.not_found}: {exc}") from exc
         if runtime is None:
             raise RuntimeNotFoundError(f"{self.kind.not_found}: {self._not_found_text(trainjob)}")
-        return runtime, [build_snapshot(trainjob, runtime, self.kind.kind)]
+        text = self._typed.snapshot_text(runtime)
+        problem = snapshot_size_problem(text)
+        if problem is not None:  # the apply would be refused, at every retry: nothing is applied
+            raise UnbuildableRuntimeError(self._runtime_text(trainjob), problem)
+        return runtime, [build_snapshot(trainjob, runtime, self.kind.kind, text=text)]
 
     def runtime_info(self, trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         """`build_info`, then every Info phase of the framework (Go `RuntimeInfo`)."""
@@ -331,31 +361,32 @@ class Runtime:
 
     def _runtime_for_validation(
         self, old: TrainJob | None, new: TrainJob, reader: Reader
-    ) -> tuple[Mapping[str, Any] | None, FieldError | None]:
+    ) -> tuple[Mapping[str, Any] | None, FieldError | None, bool]:
+        """(the runtime to validate against, or the error why there is none; whether it is the live one)."""
         ref = as_dict(TrainJobView(new).spec.get("runtimeRef"))
         try:
             runtime = self.get_runtime(new, reader)
         except ReadError as exc:
-            return None, FieldError.internal(self.kind.validation_path, f"{exc}")
+            return None, FieldError.internal(self.kind.validation_path, f"{exc}"), False
         except InvalidRuntimeError as exc:
-            return None, FieldError.invalid(self.kind.validation_path, dict(ref), str(exc))
+            return None, FieldError.invalid(self.kind.validation_path, dict(ref), str(exc)), False
         if runtime is not None:
-            return runtime, None
+            return runtime, None, True
         if old is not None:
             # An update after the runtime was deleted: the TrainJob runs from its snapshot; judge it by that.
             try:
                 configmap = get_snapshot(reader, new)
                 if configmap is not None:
-                    return read_snapshot(configmap, new), None
+                    return read_snapshot(configmap, new), None, False
             except (ReadError, SnapshotError):
                 pass  # fall through to upstream's "must be created" error below
         message = f"{self._not_found_text(new)}: {self.kind.validation_message}"
-        return None, FieldError.invalid(self.kind.validation_path, dict(ref), message)
+        return None, FieldError.invalid(self.kind.validation_path, dict(ref), message), False
 
     def validate(self, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
         """The webhook's verdict on a created (`old` None) or updated TrainJob (Go `ValidateObjects`)."""
         result = Validation.of(trainjob_field_errors(new))
-        runtime, error = self._runtime_for_validation(old, new, reader)
+        runtime, error, live = self._runtime_for_validation(old, new, reader)
         if runtime is None:
             return result + Validation.of([error] if error else [])
         runtime_view = ObjectView(runtime)
@@ -374,6 +405,9 @@ class Runtime:
             return result  # in `result` already; the merge and the plugins read each patch as an object
         spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
         unbuildable = [self._runtime_field_error(new, error) for error in runtime_errors(spec)]
+        too_large = snapshot_size_problem(self._typed.snapshot_text(runtime)) if live else None
+        if too_large is not None:  # the first build would write this very text
+            unbuildable.append(self._runtime_field_error(new, too_large))
         if unbuildable:
             return result + Validation.of(unbuildable)
         try:
@@ -392,8 +426,9 @@ class Runtime:
             result += self._enforce_errors(info, new)
         return result
 
-    def _runtime_field_error(self, trainjob: TrainJob, error: FieldError) -> FieldError:
-        """A runtime field's error as the TrainJob's: at `spec.runtimeRef`, naming the runtime's field."""
+    def _runtime_field_error(self, trainjob: TrainJob, error: FieldError | str) -> FieldError:
+        """A runtime field's error as the TrainJob's: at `spec.runtimeRef`, naming the runtime's field (or
+        saying what is wrong with the whole runtime)."""
         ref = dict(as_dict(TrainJobView(trainjob).spec.get("runtimeRef")))
         return FieldError.invalid(self.kind.validation_path, ref, f"the runtime cannot run: {error}")
 

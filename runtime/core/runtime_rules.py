@@ -19,6 +19,15 @@ with its messages), so a runtime that no TrainJob could run is refused when it i
 rather than each TrainJob that references it (which the TrainJob webhook still refuses, at
 `spec.runtimeRef`, for a runtime that skipped this check: an UPDATE of a TrainingRuntime is not checked).
 
+And, not upstream's either: the runtime snapshot every TrainJob of the runtime writes first (a ConfigMap
+holding the runtime's YAML, `runtime.core.snapshot`) fits in a ConfigMap, whose data the API server limits
+to 1 MiB (`Too long` at `spec`, "no TrainJob can run this runtime: its runtime snapshot would be N bytes of
+YAML, more than a ConfigMap holds (1048576 bytes)"). The API server stores runtimes up to etcd's 1.5 MiB, and
+upstream's TrainJobs of such a runtime then fail to create their snapshot, retried for ever; refusing the
+runtime names the problem where it is made, as the checks above do. The estimate is conservative (it
+counts a `resourceVersion` of 20 digits, which the API server has yet to set): a runtime within 20 bytes of
+the limit may be refused though its stored snapshot would fit.
+
 When each runs (upstream's choice, kept): a TrainingRuntime is checked on CREATE only (an UPDATE is not
 checked); a ClusterTrainingRuntime on CREATE and UPDATE, and its CREATE also warns when it is labelled
 `trainer.kubeflow.org/support: deprecated`. DELETE is never checked.
@@ -35,11 +44,13 @@ from typing import Any
 from runtime.api import constants
 from runtime.api.views import as_dict, as_list, replicated_job_pod_spec
 from runtime.buildable import runtime_errors
-from runtime.framework.validation import FieldError, Validation
+from runtime.core.snapshot import admitted_snapshot_text, snapshot_size_problem
+from runtime.framework.validation import ErrorType, FieldError, Validation
 
 __all__ = [
     "REPLICAS_MESSAGE",
     "cluster_training_runtime_deprecation_warning",
+    "snapshot_size_errors",
     "validate_cluster_training_runtime",
     "validate_replicated_jobs",
     "validate_training_runtime",
@@ -83,15 +94,29 @@ def validate_replicated_jobs(runtime: Mapping[str, Any]) -> tuple[FieldError, ..
     return tuple(errors)
 
 
-def _runtime_errors(runtime: Mapping[str, Any]) -> tuple[FieldError, ...]:
-    return (*validate_replicated_jobs(runtime), *runtime_errors(as_dict(runtime.get("spec"))))
+def snapshot_size_errors(runtime: Mapping[str, Any], kind: str) -> tuple[FieldError, ...]:
+    """`Too long` at `spec` when the runtime snapshot of `runtime` (of `kind`), once stored, would be more
+    than a ConfigMap holds (`runtime.core.snapshot.admitted_snapshot_text`: conservative by the few bytes of
+    a `resourceVersion` the API server has yet to set)."""
+    problem = snapshot_size_problem(admitted_snapshot_text(runtime, kind))
+    if problem is None:
+        return ()
+    return (FieldError(path="spec", type=ErrorType.TOO_LONG, message=f"{_NO_TRAINJOB_CAN_RUN}: {problem}"),)
+
+
+_NO_TRAINJOB_CAN_RUN = "no TrainJob can run this runtime"
+
+
+def _runtime_errors(runtime: Mapping[str, Any], kind: str) -> tuple[FieldError, ...]:
+    errors = (*validate_replicated_jobs(runtime), *runtime_errors(as_dict(runtime.get("spec"))))
+    return (*errors, *snapshot_size_errors(runtime, kind))
 
 
 def validate_training_runtime(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Validation:
     """The TrainingRuntime webhook: the rules on CREATE (`old` None); an UPDATE is admitted unchecked."""
     if old is not None:
         return Validation()
-    return Validation.of(_runtime_errors(new))
+    return Validation.of(_runtime_errors(new, constants.TRAINING_RUNTIME_KIND))
 
 
 def cluster_training_runtime_deprecation_warning(runtime: Mapping[str, Any]) -> str | None:
@@ -111,4 +136,5 @@ def validate_cluster_training_runtime(
 ) -> Validation:
     """The ClusterTrainingRuntime webhook: the rules on CREATE and UPDATE, a deprecation warning on CREATE."""
     warning = cluster_training_runtime_deprecation_warning(new) if old is None else None
-    return Validation.of(_runtime_errors(new), [warning] if warning else [])
+    errors = _runtime_errors(new, constants.CLUSTER_TRAINING_RUNTIME_KIND)
+    return Validation.of(errors, [warning] if warning else [])

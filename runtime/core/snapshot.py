@@ -12,6 +12,11 @@ Guarantees:
   (go-yaml's text of that value, byte for byte). What still differs from upstream's text, and why, is in
   docs/compatibility.md ("The runtime snapshot"): chiefly `metadata.managedFields`, which the controller's
   cache strips and upstream's keeps.
+- A ConfigMap holds at most `MAX_SNAPSHOT_BYTES` (1 MiB) of data, in UTF-8 bytes, while the API server
+  stores a runtime up to etcd's 1.5 MiB: `snapshot_size_problem` says when a snapshot text is larger
+  (exactly), `admitted_snapshot_text` gives a runtime webhook a text at least as long as the stored
+  object's will be (conservatively). Upstream v2.3.0 checks neither: the apply of the snapshot fails, and
+  every reconcile of the TrainJob with it. `runtime.core.runtime` and `runtime.core.runtime_rules` refuse.
 - `read_snapshot` accepts a ConfigMap only if it is controlled by this TrainJob (owner UID), has the
   `runtime` key, parses as a YAML mapping, and names the runtime the TrainJob references (kind and group
   when the TrainJob sets them, and name); otherwise it raises `SnapshotError` with upstream's message.
@@ -61,17 +66,21 @@ from runtime.schema import CRD_DIR, json_type
 __all__ = [
     "MAX_SNAPSHOT_BYTES",
     "MAX_SNAPSHOT_NODES",
+    "admitted_snapshot_text",
     "build_snapshot",
     "get_snapshot",
     "is_owned_by",
     "read_snapshot",
     "runtime_type_errors",
     "snapshot_name",
+    "snapshot_size_problem",
+    "snapshot_text",
     "type_error_summary",
 ]
 
 MAX_SNAPSHOT_BYTES: Final = 1 << 20
-"""The most text `data.runtime` may hold: the API server's limit for a whole ConfigMap."""
+"""The most text `data.runtime` may hold: the API server's limit for a whole ConfigMap's data, in bytes
+(`core.MaxSecretSize`); `read_snapshot` counts characters, never more than the bytes."""
 
 MAX_SNAPSHOT_NODES: Final = 100_000
 """The most YAML nodes a snapshot may decode to, aliases expanded (the largest default runtime has 188)."""
@@ -94,14 +103,58 @@ def snapshot_name(trainjob: TrainJob) -> str:
     return TrainJobView(trainjob).name + constants.RUNTIME_SNAPSHOT_SUFFIX
 
 
-def build_snapshot(trainjob: TrainJob, runtime: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """The snapshot ConfigMap of `runtime` (a TrainingRuntime or ClusterTrainingRuntime of `kind`)."""
+def build_snapshot(
+    trainjob: TrainJob, runtime: Mapping[str, Any], kind: str, *, text: str | None = None
+) -> dict[str, Any]:
+    """The snapshot ConfigMap of `runtime` (a TrainingRuntime or ClusterTrainingRuntime of `kind`); `text`
+    is its `snapshot_text` when the caller has it already. Its size is not checked (`snapshot_size_problem`
+    is the caller's)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": owned_object_metadata(trainjob, snapshot_name(trainjob)),
-        "data": {constants.RUNTIME_SNAPSHOT_KEY: _dump(_go_json_value(runtime, kind))},
+        "data": {constants.RUNTIME_SNAPSHOT_KEY: snapshot_text(runtime, kind) if text is None else text},
     }
+
+
+def snapshot_text(runtime: Mapping[str, Any], kind: str) -> str:
+    """`data.runtime` of the snapshot of `runtime`: the same for every TrainJob (owners are metadata)."""
+    return _dump(_go_json_value(runtime, kind))
+
+
+def snapshot_size_problem(text: str) -> str | None:
+    """Why a ConfigMap cannot hold the snapshot `text`, or None: the API server refuses a ConfigMap whose
+    data values add up to more than `MAX_SNAPSHOT_BYTES` bytes (UTF-8; Go `ValidateConfigMap`, `Too long:
+    may not be more than 1048576 bytes`), and the snapshot is its only value. Exact: the bytes counted are
+    those the apply sends."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_SNAPSHOT_BYTES:
+        return None
+    return (
+        f"its runtime snapshot would be {size} bytes of YAML, more than a ConfigMap holds "
+        f"({MAX_SNAPSHOT_BYTES} bytes)"
+    )
+
+
+_MAX_RESOURCE_VERSION: Final = str(2**64 - 1)
+_PLACEHOLDER_METADATA: Final[Mapping[str, Any]] = {
+    "uid": "00000000-0000-0000-0000-000000000000",
+    "creationTimestamp": "2006-01-02T15:04:05Z",
+    "generation": 2**63 - 1,
+}
+
+
+def admitted_snapshot_text(runtime: Mapping[str, Any], kind: str) -> str:
+    """`snapshot_text` of a runtime being admitted, at least as long as that of the object stored from it:
+    the API server sets `resourceVersion` after admission, so it is counted at its longest (20 digits), as
+    are `uid`, `creationTimestamp` and `generation` when absent (an object not from the API server, such
+    as `trainer-render`'s input). Conservative, by those few bytes at most; later edits of the metadata are
+    not foreseen (the TrainJob webhook and the build check the stored object exactly)."""
+    metadata = dict(as_dict(runtime.get("metadata")))
+    for key, placeholder in _PLACEHOLDER_METADATA.items():
+        metadata.setdefault(key, placeholder)
+    metadata["resourceVersion"] = _MAX_RESOURCE_VERSION
+    return snapshot_text({**runtime, "metadata": metadata}, kind)
 
 
 def _go_json_value(runtime: Mapping[str, Any], kind: str) -> dict[str, Any]:

@@ -576,3 +576,19 @@ def test_the_flux_curve_secret_is_created_once_and_recreated_with_a_new_key_when
     recreated = _curve_certificate(cluster)
     assert recreated is not None and recreated != first
     assert recorder.events == []
+
+
+def test_a_runtime_whose_snapshot_a_configmap_cannot_hold_fails_the_trainjob_applying_nothing() -> None:
+    # Was: the snapshot's apply refused by the API server (`Too long: may not be more than 1048576 bytes`)
+    # at every retry, for ever, with only events.
+    script = "x" * (1 << 20)
+    runtime = _with_node_container(runtime_object(), env=[{"name": "SCRIPT", "value": script}])
+    cluster, recorder = FakeCluster(runtime, trainjob_object(trainer={})), FakeRecorder()
+    assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()  # no exception: nothing to retry
+    failed = _failed(cluster)
+    assert failed["reason"] == "RuntimeNotBuildable"
+    assert failed["message"].startswith(
+        'clustertrainingruntimes.trainer.kubeflow.org "torch" cannot be built: its runtime snapshot would be '
+    )
+    assert failed["message"].endswith(" bytes of YAML, more than a ConfigMap holds (1048576 bytes)")
+    assert [w for w in cluster.writes if w[0] == "apply"] == []

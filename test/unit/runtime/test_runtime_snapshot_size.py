@@ -1,0 +1,157 @@
+"""A runtime whose snapshot a ConfigMap cannot hold (the API server limits a ConfigMap's data to 1 MiB) is
+refused everywhere, exactly at the limit: by the build (a permanent `UnbuildableRuntimeError`, before anything
+is applied), by the TrainJob webhook (at `spec.runtimeRef`), by the runtime webhooks (`Too long` at `spec`,
+conservatively) and so by `trainer-render`. Before, the API server stored such a runtime (objects up to
+1.5 MiB) and every TrainJob using it failed to apply its snapshot, retried for ever (as upstream v2.3.0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import render
+from runtime.core import RuntimeRegistry, UnbuildableRuntimeError
+from runtime.core import runtime as core_runtime
+from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
+from runtime.core.snapshot import (
+    MAX_SNAPSHOT_BYTES,
+    admitted_snapshot_text,
+    snapshot_size_problem,
+    snapshot_text,
+)
+from runtime.framework import Framework, MemoryReader
+from runtime.plugins import builtin_registry
+from runtime.testing import Make
+
+MAKE = Make()
+REF = '{"name":"test-runtime","kind":"TrainingRuntime","apiGroup":"trainer.kubeflow.org"}'
+KIND = "TrainingRuntime"
+
+
+def _runtime(pad: str, kind: str = KIND) -> dict[str, Any]:
+    """A runtime whose trainer container has the env var `PAD=<pad>` (a large inline script, say)."""
+    container = MAKE.container("node", image="img", env=[{"name": "PAD", "value": pad}])
+    job = MAKE.job("node", ancestor="trainer", containers=[container])
+    runtime = MAKE.runtime(MAKE.runtime_spec(job, ml_policy={"numNodes": 1, "torch": {}}), kind=kind)
+    runtime["metadata"].update(  # what the API server sets (all but resourceVersion before admission)
+        uid="7c6a2a4e-0000-4000-8000-000000000000",
+        creationTimestamp="2026-12-01T11:00:00Z",
+        generation=1,
+        resourceVersion="42",
+    )
+    return runtime
+
+
+def _size(pad: str) -> int:
+    return len(snapshot_text(_runtime(pad), KIND).encode())
+
+
+BASE = _size("x") - 1
+"""The snapshot's bytes besides the padding (one plain YAML scalar: each `x` is one byte)."""
+
+
+def _verdicts(runtime: dict[str, Any]) -> tuple[list[str], Exception | None, list[dict[str, Any]]]:
+    registry = RuntimeRegistry(Framework(builtin_registry()))
+    reader = MemoryReader([runtime])
+    trainjob = MAKE.trainjob(suspend=False)
+    admitted = [str(e) for e in registry.validate(None, trainjob, reader).errors]
+    try:
+        return admitted, None, registry.new_objects(trainjob, reader)
+    except Exception as exc:  # the test asserts on what it is
+        return admitted, exc, []
+
+
+def _too_large(size: int) -> str:
+    return f"its runtime snapshot would be {size} bytes of YAML, more than a ConfigMap holds (1048576 bytes)"
+
+
+def test_a_snapshot_of_exactly_the_limit_is_built_and_one_byte_more_is_refused_for_good() -> None:
+    fits = "x" * (MAX_SNAPSHOT_BYTES - BASE)
+    admitted, error, objects = _verdicts(_runtime(fits))
+    assert (admitted, error) == ([], None)
+    assert len(objects[0]["data"]["runtime"].encode()) == MAX_SNAPSHOT_BYTES
+
+    admitted, error, objects = _verdicts(_runtime(fits + "x"))
+    assert admitted == [
+        f"spec.runtimeRef: Invalid value: {REF}: the runtime cannot run: {_too_large(MAX_SNAPSHOT_BYTES + 1)}"
+    ]
+    assert isinstance(error, UnbuildableRuntimeError)  # permanent: the TrainJob fails (RuntimeNotBuildable)
+    assert str(error) == (
+        f'trainingruntimes.trainer.kubeflow.org "test-runtime" cannot be built: '
+        f"{_too_large(MAX_SNAPSHOT_BYTES + 1)}"
+    )
+    assert objects == []  # nothing to apply, not even the snapshot
+
+
+def test_the_limit_is_in_bytes_not_characters() -> None:
+    # 2 bytes each: fewer characters than the limit, more bytes, which is what the API server counts.
+    pad = "é" * ((MAX_SNAPSHOT_BYTES - BASE) // 2 + 1)
+    text = snapshot_text(_runtime(pad), KIND)
+    assert len(text) < MAX_SNAPSHOT_BYTES < len(text.encode())
+    admitted, error, _ = _verdicts(_runtime(pad))
+    assert isinstance(error, UnbuildableRuntimeError)
+    assert admitted == [
+        f"spec.runtimeRef: Invalid value: {REF}: the runtime cannot run: {_too_large(len(text.encode()))}"
+    ]
+
+
+def test_admission_and_the_build_make_the_snapshot_text_once_per_runtime_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[int] = []
+
+    def counted(runtime: Any, kind: str) -> str:
+        made.append(1)
+        return snapshot_text(runtime, kind)
+
+    monkeypatch.setattr(core_runtime, "snapshot_text", counted)
+    registry = RuntimeRegistry(Framework(builtin_registry()))
+    reader = MemoryReader([_runtime("x" * 1000)])
+    for name in ("a", "b", "c"):
+        trainjob = MAKE.trainjob(name=name, suspend=False)
+        assert registry.validate(None, trainjob, reader).ok
+        registry.new_objects(trainjob, reader)
+    assert len(made) == 1
+
+
+@pytest.mark.parametrize("kind", ["TrainingRuntime", "ClusterTrainingRuntime"])
+def test_the_runtime_webhooks_refuse_a_runtime_whose_snapshot_would_not_fit(kind: str) -> None:
+    validate = validate_training_runtime if kind == KIND else validate_cluster_training_runtime
+    pad = "x" * MAX_SNAPSHOT_BYTES
+    runtime = _runtime(pad, kind)
+    size = len(admitted_snapshot_text(runtime, kind).encode())
+    assert [str(e) for e in validate(runtime).errors] == [
+        f"spec: Too long: no TrainJob can run this runtime: {_too_large(size)}"
+    ]
+    assert validate(_runtime("x" * 1000, kind)).ok
+
+
+def test_the_runtime_webhooks_estimate_is_conservative_by_a_resource_version_at_most() -> None:
+    # At admission the API server has yet to set `resourceVersion`: it is counted at its longest.
+    runtime = _runtime("x" * 100)
+    del runtime["metadata"]["resourceVersion"]
+    stored = {**runtime, "metadata": {**runtime["metadata"], "resourceVersion": "123456789"}}
+    estimate = len(admitted_snapshot_text(runtime, KIND).encode())
+    exact = len(snapshot_text(stored, KIND).encode())
+    assert 0 <= estimate - exact <= 20
+
+
+def test_snapshot_size_problem_counts_utf8_bytes() -> None:
+    assert snapshot_size_problem("x" * MAX_SNAPSHOT_BYTES) is None
+    assert snapshot_size_problem("é" * (MAX_SNAPSHOT_BYTES // 2)) is None
+    assert snapshot_size_problem("é" * (MAX_SNAPSHOT_BYTES // 2) + "x") == _too_large(MAX_SNAPSHOT_BYTES + 1)
+
+
+def test_trainer_render_exits_with_the_runtime_webhook_error(tmp_path: Path, capsys: Any) -> None:
+    runtime_file, job_file = tmp_path / "runtime.yaml", tmp_path / "job.yaml"
+    runtime = _runtime("x" * MAX_SNAPSHOT_BYTES)
+    for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        runtime["metadata"].pop(key, None)
+    runtime_file.write_text(render.dump_yaml([runtime]))
+    job_file.write_text(render.dump_yaml([MAKE.trainjob()]))
+    assert render.main([str(job_file), "--runtime", str(runtime_file)]) == 2
+    err = capsys.readouterr().err
+    assert "is invalid" in err
+    assert "spec: Too long: no TrainJob can run this runtime: its runtime snapshot would be" in err
