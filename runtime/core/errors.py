@@ -20,6 +20,7 @@ Deliberately missing: error codes; the messages are the compatibility surface (e
 
 from __future__ import annotations
 
+from runtime.echo import elide
 from runtime.framework.errors import FrameworkError
 from runtime.framework.validation import FieldError, error_lines
 
@@ -47,7 +48,7 @@ class UnsupportedRuntimeError(PermanentError):
     """
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"unsupported runtime: {key}")
+        super().__init__(f"unsupported runtime: {elide(key, 507)}")  # the kind and group: 253 each, and a dot
         self.key = key
 
 

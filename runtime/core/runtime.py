@@ -99,6 +99,7 @@ from runtime.core.snapshot import (
     type_error_summary,
 )
 from runtime.core.status import DeadlineCheck, check_deadline, condition, set_condition, suspended_condition
+from runtime.echo import quote
 from runtime.framework.errors import FrameworkError
 from runtime.framework.extensions import Watch
 from runtime.framework.framework import Framework, PluginError
@@ -269,7 +270,9 @@ class Runtime:
         self._typed = _TypedRuntimes(kind.kind)
 
     def _runtime_text(self, trainjob: TrainJob) -> str:
-        return f'{self.kind.plural}.{constants.GROUP} "{TrainJobView(trainjob).runtime_ref_name}"'
+        """`trainingruntimes.trainer.kubeflow.org "<name>"`, the name quoted as Go's NotFound error quotes it
+        (`%q`: a tenant's control or bidirectional character is escaped)."""
+        return f"{self.kind.plural}.{constants.GROUP} {quote(TrainJobView(trainjob).runtime_ref_name, 253)}"
 
     def _not_found_text(self, trainjob: TrainJob) -> str:
         return f"{self._runtime_text(trainjob)} not found"

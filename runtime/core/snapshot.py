@@ -57,7 +57,7 @@ from runtime.api.gojson import go_json_training_runtime
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView, as_dict
 from runtime.core.errors import SnapshotError
-from runtime.echo import elide
+from runtime.echo import elide, quote
 from runtime.framework.reader import Reader
 from runtime.ownership import owned_object_metadata
 from runtime.resources import InvalidQuantityError, Quantity
@@ -96,6 +96,8 @@ _UNMARSHAL = f"{_INVALID}: unable to unmarshal the snapshot"
 _RUNTIME_KINDS = (constants.TRAINING_RUNTIME_KIND, constants.CLUSTER_TRAINING_RUNTIME_KIND)
 _RUNTIME_CRD = "trainer.kubeflow.org_trainingruntimes.yaml"
 _MAX_REPORTED = 3
+_NAME_LIMIT = 253
+"""The longest `spec.runtimeRef` name, group and kind the TrainJob schema admits: echoed whole."""
 
 
 def snapshot_name(trainjob: TrainJob) -> str:
@@ -355,8 +357,12 @@ def read_snapshot(configmap: Mapping[str, Any], trainjob: TrainJob) -> Mapping[s
         or (want_group is not None and found_group != want_group)
         or found.name != view.runtime_ref_name
     ):
-        expected = f'"{view.runtime_ref_name}", "{want_group or "<any>"}", "{want_kind or "<any>"}"'
-        actual = f'"{elide(found.name)}", "{elide(found_group)}", "{elide(found.kind)}"'
+        # Go's %q of each: quoted, and a tenant's control or bidirectional character escaped.
+        expected = ", ".join(
+            quote(str(v), _NAME_LIMIT)
+            for v in (view.runtime_ref_name, want_group or "<any>", want_kind or "<any>")
+        )
+        actual = ", ".join(quote(str(v)) for v in (found.name, found_group, found.kind))
         raise SnapshotError(
             f"{_INVALID}: the snapshot refers to the wrong runtime: expecting a runtime with name, "
             f"api group and kind of {expected} but found runtime with name, api group and kind of {actual}"

@@ -13,8 +13,14 @@ Guarantees:
   `error_lines`: at most `PER_KIND` errors of one kind (one type and detail), then `and K more ...`, and
   at most `MAX_LINES` lines in all, then `and K more`. The lines it keeps print exactly as Go prints them.
 
+- No character that is not printable (Go `unicode.IsPrint`: controls, format and bidirectional characters
+  such as U+202E, zero-width joiners) reaches a line raw: a string value prints as Go's `%q` prints it
+  (`"a\x00b"`, `"\u202e"`), and the path, the detail and any other value have those characters escaped
+  the same way (`runtime.echo`), so a tenant's value cannot make a line read other than it says.
+
 Deliberately missing: Go's `%#v` rendering of struct values. A bad value prints as a quoted string, a bare
-number or boolean, or compact JSON for anything else. Go lists every error, however many (upstream answers a
+number or boolean, or compact JSON for anything else. Go prints a path (map keys from input included) and
+a detail as they are. Go lists every error, however many (upstream answers a
 TrainJob with 1,600 bad runtime patch items with 1,600 lines).
 """
 
@@ -27,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from runtime.echo import ECHO_LIMIT, elide
+from runtime.echo import ECHO_LIMIT, elide, escape, quote
 
 __all__ = [
     "DETAIL_LIMIT",
@@ -142,7 +148,9 @@ def error_lines(
     """
     unique: dict[str, FieldError | str] = {}
     for error in errors:
-        unique.setdefault(str(error), error)
+        unique.setdefault(
+            escape(str(error)), error
+        )  # a FieldError's line is escaped already; a string may not be
     totals: dict[object, int] = {}
     for error in unique.values():
         key = error.kind if isinstance(error, FieldError) else error
@@ -166,7 +174,10 @@ def error_lines(
 
 
 def _render(value: Any) -> str:
-    """The value as Go prints a `BadValue` (JSON), cut to `runtime.echo.ECHO_LIMIT` characters."""
+    """The value as Go prints a `BadValue`: a string as `%q` does (`runtime.echo.quote`: quoted, every
+    character that is not printable escaped), a number or boolean bare, anything else as compact JSON whose
+    characters that are not printable are escaped the same way (`runtime.echo.elide`); cut to
+    `runtime.echo.ECHO_LIMIT` characters of the value."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -175,7 +186,7 @@ def _render(value: Any) -> str:
         if isinstance(value, (int, float)):
             return elide(str(value))
         if isinstance(value, str):
-            return elide(orjson.dumps(value).decode())
+            return quote(value)
         return elide(orjson.dumps(value, default=str).decode())
     except (ValueError, TypeError):
         # An integer too long to print (Python refuses over 4300 digits) or beyond JSON's 64 bits: only

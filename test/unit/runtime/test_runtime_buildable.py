@@ -222,12 +222,12 @@ TRAINJOB_CASES = {
     "env NUL": (
         PLAIN,
         {"env": [{"name": "A\x00B"}]},
-        f'spec.trainer.env[0].name: Invalid value: "A\\u0000B": {RELAXED}',
+        f'spec.trainer.env[0].name: Invalid value: "A\\x00B": {RELAXED}',
     ),
     "env RTL override": (
         PLAIN,
         {"env": [{"name": "A\u202eB"}]},
-        f'spec.trainer.env[0].name: Invalid value: "A\u202eB": {RELAXED}',
+        f'spec.trainer.env[0].name: Invalid value: "A\\u202eB": {RELAXED}',
     ),
     "negative quantity": (
         XGBOOST,
