@@ -13,7 +13,8 @@ Go origin: kubeflow/trainer `pkg/webhooks` (`Setup`, `TrainJobDefaulter`, `Train
   `RuntimeRegistry.validate(old, new, reader)`: the runtime exists, the plugins' checks; warnings for a
   deprecated ClusterTrainingRuntime.
 - `/validate-trainer-kubeflow-org-v1alpha1-trainingruntime` (TrainingRuntime CREATE): the replicated-job
-  rules (`runtime.core.runtime_rules`).
+  rules, the buildable values and the snapshot size (`runtime.core.runtime_rules`: a runtime whose runtime
+  snapshot would be more than a ConfigMap holds is denied, which upstream does not do).
 - `/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime` (ClusterTrainingRuntime CREATE, UPDATE):
   the same rules; a deprecation warning on CREATE.
 

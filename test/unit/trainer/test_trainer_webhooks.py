@@ -366,3 +366,19 @@ def test_aggregate_message_is_gos() -> None:
     assert aggregate_message(["a"]) == "a"
     assert aggregate_message(["a", "b", "a"]) == "[a, b]"
     assert aggregate_message(["a", "a"]) == "a"
+
+
+def test_a_runtime_whose_snapshot_a_configmap_cannot_hold_is_denied_by_both_runtime_webhooks() -> None:
+    # Upstream admits it (the API server stores 1.5 MiB) and each TrainJob of it fails to create its snapshot.
+    container = make.container("node", env=[{"name": "SCRIPT", "value": "x" * (1 << 20)}])
+    for kind, validator in (
+        (constants.TRAINING_RUNTIME_KIND, TrainingRuntimeValidator()),
+        (constants.CLUSTER_TRAINING_RUNTIME_KIND, ClusterTrainingRuntimeValidator()),
+    ):
+        job = make.job("node", ancestor="trainer", containers=[container])
+        response = validator.handle(request("CREATE", make.runtime(make.runtime_spec(job), kind=kind)))
+        assert (response.allowed, response.code) == (False, 403)
+        assert response.message.startswith(
+            "spec: Too long: no TrainJob can run this runtime: its runtime snapshot would be "
+        )
+        assert response.message.endswith(" bytes of YAML, more than a ConfigMap holds (1048576 bytes)")
