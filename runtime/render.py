@@ -72,7 +72,7 @@ from runtime.api.views import ObjectView, TrainJobView
 from runtime.api.views import copy_json as _copy
 from runtime.core import RuntimeRegistry
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
-from runtime.echo import ECHO_LIMIT, elide
+from runtime.echo import ECHO_LIMIT, elide, escape
 from runtime.framework import (
     FieldError,
     Framework,
@@ -844,7 +844,7 @@ def run(
     except RenderError as exc:
         for warning in warnings:
             if warning not in exc.problems:
-                print(f"Warning: {warning}", file=err)
+                print(f"Warning: {escape(warning)}", file=err)
         print(f"trainer-render: {exc.title}", file=err)
         for problem in exc.problems:
             print(f"  {problem}", file=err)
@@ -856,7 +856,7 @@ def run(
         print("  this is a bug in trainer-render; rerun with --traceback and report it", file=err)
         return EXIT_INTERNAL_ERROR
     for warning in (*warnings, *result.warnings):
-        print(f"Warning: {warning}", file=err)
+        print(f"Warning: {escape(warning)}", file=err)
     for note in result.notes:
         print(f"trainer-render: {note}", file=err)
     out.write(dump_yaml(result.objects))
