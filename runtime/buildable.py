@@ -214,6 +214,13 @@ def _is_extended(name: str) -> bool:
     return not _qualified_name_problems(f"requests.{name}")
 
 
+def _is_extended_qualified(name: str) -> bool:
+    """`_is_extended` of a qualified name with a prefix that is not native: `requests.<prefix>` is a DNS
+    subdomain when `<prefix>` is one and stays within 253 bytes (the name part is unchanged)."""
+    prefix = name.partition("/")[0]
+    return not name.startswith("requests.") and len(prefix.encode()) + len("requests.") <= 253
+
+
 def resource_name_problems(name: str) -> list[str]:
     """Go `validateContainerResourceName`'s messages: a name a container may request."""
     problems = _qualified_name_problems(name)
@@ -223,7 +230,7 @@ def resource_name_problems(name: str) -> list[str]:
     if "/" not in name:
         if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
             problems.append("must be a standard resource for containers")
-    elif not _is_native(name) and not _is_extended(name):
+    elif not _is_native(name) and (problems or not _is_extended_qualified(name)):
         problems.append("doesn't follow extended resource name standard")
     return problems
 
@@ -257,7 +264,7 @@ def _quantity_problems(resource: str, raw: Any) -> tuple[tuple[Any, str], ...]:
     problems = []
     if quantity.value < 0:
         problems.append((str(quantity), "must be greater than or equal to 0"))
-    if (resource in _INTEGER_RESOURCES or _is_extended(resource)) and quantity.value.denominator != 1:
+    if quantity.value.denominator != 1 and (resource in _INTEGER_RESOURCES or _is_extended(resource)):
         problems.append((str(quantity), "must be an integer"))
     return tuple(problems)
 

@@ -213,6 +213,11 @@ def _exact_value(text: str, *, whole: str, frac: str, power10: int, power2: int,
         kept, rest = significant[:-dropped], significant[-dropped:]
         sticky = rest.strip("0") != ""
         significant, last = kept or "0", lowest
+    if last >= -9:  # a whole number of nano units: one exact integer, no rounding (the common case)
+        value = Fraction(int(significant) * 10 ** (last + 9) * 2**power2, 10**9)
+        if fmt is Format.BINARY_SI and value > _MAX_INT64:
+            value = Fraction(_MAX_INT64)
+        return value
     value = int(significant) * Fraction(10) ** last * 2**power2
     if sticky:
         value += Fraction(10) ** last * 2**power2 / 2
@@ -459,11 +464,11 @@ def cpu_resource(requirements: Mapping[str, Any] | None) -> tuple[str, int] | No
     """Which resource `cpu_count` reads: (`requests` or `limits`, the count), or None for 0."""
     if not requirements:
         return None
-    requests = parse_resource_list(requirements.get("requests"))
-    if "cpu" in requests and not requests["cpu"].is_zero():
-        return "requests", requests["cpu"].ceil()
-    limits = parse_resource_list(requirements.get("limits"))
-    return ("limits", limits["cpu"].ceil()) if "cpu" in limits else None
+    # Only the `cpu` entries are read (parsing the whole lists cost a tenant's 30,000 resources 0.3 s).
+    requests, limits = requirements.get("requests") or {}, requirements.get("limits") or {}
+    if "cpu" in requests and not (cpu := Quantity.parse(requests["cpu"])).is_zero():
+        return "requests", cpu.ceil()
+    return ("limits", Quantity.parse(limits["cpu"]).ceil()) if "cpu" in limits else None
 
 
 def cpu_count(requirements: Mapping[str, Any] | None) -> int:

@@ -286,19 +286,28 @@ class _Quantity(_Node):
         if value is _MISSING or value is None:
             return "0", True, False
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            written, zero = _canonical_quantity(value)
+            short = (
+                isinstance(value, float)
+                or (isinstance(value, int) and value.bit_length() <= 192)
+                or (isinstance(value, str) and len(value) <= 64)
+            )
+            written, zero = (_canonical_quantity if short else _canonical_quantity_of)(value)
             return written, zero, False
         return _copy(value), False, False
 
 
-@functools.lru_cache(maxsize=4096, typed=True)
-def _canonical_quantity(raw: str | int | float) -> tuple[Any, bool]:
+def _canonical_quantity_of(raw: str | int | float) -> tuple[Any, bool]:
     """(Go's text for the quantity `raw`, whether it is zero); `raw` itself when it does not parse."""
     try:
         quantity = Quantity.parse(raw)
     except InvalidQuantityError:
         return raw, False
     return str(quantity), quantity.is_zero()
+
+
+_canonical_quantity = functools.lru_cache(maxsize=4096, typed=True)(_canonical_quantity_of)
+"""`_canonical_quantity_of`, memoised for texts of at most 64 characters only: a quantity may be as long as
+the object holding it (a million leading zeros pass every check), and the memo outlives the objects."""
 
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")

@@ -460,3 +460,15 @@ def test_semantic_form_equates_zero_values_with_absent_ones_and_not_an_empty_str
         containers=[{"name": "a", "resources": {"limits": {"cpu": 1}}}]
     )
     assert form(securityContext={}) != form()
+
+
+def test_the_quantity_memo_keeps_no_long_text() -> None:
+    # The memo outlives the objects: a quantity a million characters long (leading zeros pass every check)
+    # must not be held once per TrainJob, 4,096 of them.
+    from runtime.api import gojson
+
+    gojson._canonical_quantity.cache_clear()
+    long_text = "0" * 1_000_000 + "1"
+    written = go_json_resource_requirements({"limits": {"cpu": long_text, "memory": "1Gi"}})
+    assert written["limits"]["memory"] == "1Gi"
+    assert gojson._canonical_quantity.cache_info().currsize == 1  # "1Gi" only

@@ -430,3 +430,41 @@ def test_gpu_count_falls_back_to_limits_and_rounds_up() -> None:
 )
 def test_cpu_count_prefers_requests_then_limits(resources: dict[str, Any], cpus: int) -> None:
     assert cpu_count(resources) == cpus
+
+
+def test_the_cpu_count_reads_only_the_cpu_entries() -> None:
+    # A tenant's resourcesPerNode may hold tens of thousands of resources; the count parses only `cpu`
+    # (an entry that does not parse elsewhere is the admission check's business, not the count's).
+    requirements = {"requests": {"example.com/x": "not a quantity", "cpu": "1500m"}, "limits": {"y": "?"}}
+    assert cpu_count(requirements) == 2
+    assert cpu_count({"requests": {"cpu": "0", "x": "?"}, "limits": {"cpu": "3", "z": "?"}}) == 3
+
+
+@given(
+    st.integers(min_value=0, max_value=10**30),
+    st.integers(min_value=0, max_value=12),
+    st.sampled_from(
+        ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ei", "e-9", "e-3", "e5"]
+    ),
+)
+def test_exact_values_match_the_rational_arithmetic(digits: int, point: int, suffix: str) -> None:
+    # Whole numbers of nano units are computed as one integer; the value is what exact rational arithmetic
+    # rounded up to the nano unit gives, for every suffix.
+    text = str(digits)
+    if point and point < len(text):
+        text = f"{text[:-point]}.{text[-point:]}"
+    quantity = Quantity.parse(text + suffix)
+    powers = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+    binary = {"Ki": 10, "Mi": 20, "Gi": 30, "Ei": 60}
+    exact = Fraction(text)
+    if suffix in binary:
+        exact *= 2 ** binary[suffix]
+    elif suffix.startswith("e"):
+        exact *= Fraction(10) ** int(suffix[1:])
+    else:
+        exact *= Fraction(10) ** powers[suffix]
+    nano = Fraction(1, 10**9)
+    expected = Fraction(-((-exact) // nano)) * nano
+    if suffix in binary:
+        expected = min(expected, Fraction(2**63 - 1))
+    assert quantity.value == expected
