@@ -33,6 +33,8 @@ trainer-render); each refusal is a `YAMLInputError` with a line and column, neve
 - Nesting: at most `MAX_DEPTH` levels of collections, also through aliases, so that every recursive walk
   of the pipeline (schema checks, copies, strategic merge, orjson's limit of 254) stays within bounds.
 - Anchors: an alias of an undefined anchor, or of an anchor inside its own value, is an error.
+- Text: a string holding a lone surrogate (no UTF-8 text, which only a caller of the library can pass)
+  is refused naming the character, without a line and column.
 - Each alias use is a fresh copy: no two places of a document share a mutable value.
 - Messages repeat at most `runtime.echo.ECHO_LIMIT` characters of any value.
 
@@ -411,7 +413,10 @@ class _Builder:
         self._root: Any = None
 
     def documents(self) -> Iterator[Any]:
-        parser = _Parser(self._text)
+        try:
+            parser = _Parser(self._text)
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 text, so no YAML (kubectl's neither)
+            raise YAMLInputError(f"not UTF-8: a lone surrogate at character {exc.start + 1}") from exc
         try:
             while True:
                 try:

@@ -137,6 +137,8 @@ TAMPERED: dict[str, tuple[Any, str]] = {
     ),
     "an infinity": (RUNTIME.replace("numNodes: 1", "numNodes: .inf"), "+Inf is not a JSON number"),
     "a recursive anchor": ("a: &a [*a]\n", "value contains itself"),
+    # A lone surrogate is no UTF-8 (the API server never sends one; a caller of the library may).
+    "a lone surrogate": (RUNTIME + "x: \udcff\n", "not UTF-8: a lone surrogate at character"),
 }
 
 
