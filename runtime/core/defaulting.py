@@ -64,7 +64,10 @@ def stamp_runtime_patch_times(
     new: Mapping[str, Any], old: Mapping[str, Any] | None, now: datetime
 ) -> dict[str, Any]:
     """A copy of the TrainJob `new` with `spec.runtimePatches[].time` set by the rules of the module doc."""
-    result: dict[str, Any] = orjson.loads(orjson.dumps(new))
+    try:
+        result: dict[str, Any] = orjson.loads(orjson.dumps(new))
+    except TypeError:  # not JSON the API server sends (an integer beyond 64 bits, 255 levels deep)
+        return dict(new)
     patches = as_list(as_dict(result.get("spec")).get("runtimePatches"))
     if len(patches) > MAX_RUNTIME_PATCHES:
         return result  # refused by the schema after this webhook: see the module docstring
@@ -72,12 +75,13 @@ def stamp_runtime_patch_times(
     old_by_manager: dict[Any, Mapping[str, Any]] = {}
     if old is not None:
         for entry in as_list(as_dict(old.get("spec")).get("runtimePatches")):
-            if isinstance(entry, Mapping):
-                old_by_manager[entry.get("manager")] = entry
+            if isinstance(entry, Mapping) and isinstance(entry.get("manager"), str):
+                old_by_manager[entry["manager"]] = entry
     for patch in patches:
         if not isinstance(patch, dict):
             continue
-        previous = old_by_manager.get(patch.get("manager")) if old is not None else None
+        manager = patch.get("manager")
+        previous = old_by_manager.get(manager) if isinstance(manager, str) else None
         if previous is None:
             if patch.get("time") is None:
                 patch["time"] = stamp

@@ -18,9 +18,12 @@ Guarantees:
 - A runtime kind without a registered runtime raises `UnsupportedRuntimeError` from `new_objects`, and
   `next_status` turns it into a `Failed` condition (reason `TrainingRuntimeNotSupported`) that the
   controller persists (upstream sets it in memory only, and retries the TrainJob forever).
-- `validate` never raises. On an update whose runtime was deleted, it validates against the TrainJob's
-  snapshot instead of rejecting the update (upstream rejects every update, even of a label, once the
-  runtime is gone); on create the runtime must exist.
+- `validate` never raises for a TrainJob of the CRD's shape (what the API server stores). One that is not
+  (a string where the schema says object, 300 levels of nesting: only a direct caller can pass it) may
+  raise `TypeError`, `AttributeError`, `KeyError`, `IndexError` or `ValueError`; the TrainJob webhook
+  answers those with the schema's field errors (`controller.trainer.webhooks`). On an update whose runtime
+  was deleted, it validates against the TrainJob's snapshot instead of rejecting the update (upstream
+  rejects every update, even of a label, once the runtime is gone); on create the runtime must exist.
 - `spec.trainer.numNodes` or `numProcPerNode` below 1 is rejected: a field error in `validate`,
   `InvalidTrainJobError` in `new_objects` for objects that bypassed the webhook (upstream would build 0-pod
   jobs and `PET_NNODES=0`; the schema, as upstream's, accepts both).
@@ -526,7 +529,8 @@ class RuntimeRegistry(Mapping[str, Runtime]):
         return self.runtime_for(trainjob).new_objects(trainjob, reader)
 
     def validate(self, old: TrainJob | None, new: TrainJob, reader: Reader) -> Validation:
-        """The TrainJob webhook's verdict; an unsupported runtime kind is a field error. Never raises."""
+        """The TrainJob webhook's verdict; an unsupported runtime kind is a field error. Never raises for a
+        TrainJob of the CRD's shape (see the module docstring for one that is not)."""
         try:
             runtime = self.runtime_for(new)
         except UnsupportedRuntimeError as exc:

@@ -82,7 +82,7 @@ def validate_replicated_jobs(runtime: Mapping[str, Any]) -> tuple[FieldError, ..
         if replicas != 1:
             errors.append(FieldError.invalid(f"{_JOBS_PATH}[{index}].replicas", replicas, REPLICAS_MESSAGE))
         containers = as_list(replicated_job_pod_spec(job).get("containers"))
-        names = {as_dict(c).get("name") for c in containers}
+        names = {name for c in containers if isinstance(name := as_dict(c).get("name"), str)}
         if _REQUIRED_CONTAINER[ancestor] not in names:
             errors.append(
                 FieldError.invalid(

@@ -132,6 +132,17 @@ def test_the_arguments_are_not_mutated_and_odd_entries_are_left_alone() -> None:
     assert result["spec"]["runtimePatches"] == [{"manager": "m", "time": STAMP}, "not an object"]
 
 
+def test_odd_managers_and_values_the_api_server_never_sends_do_not_raise() -> None:
+    # A manager that is a list or an object (unhashable) is left to the schema; so is a whole object that
+    # is no JSON the API server sends (an integer beyond 64 bits): returned as it came.
+    new = make.trainjob(runtime_patches=[{"manager": ["m"]}, {"manager": {"a": 1}}, {"manager": "m"}])
+    old = make.trainjob(runtime_patches=[{"manager": ["m"], "time": OLD}, {"manager": "m", "time": OLD}])
+    patches = stamp_runtime_patch_times(new, old, NOW)["spec"]["runtimePatches"]
+    assert [patch.get("time") for patch in patches] == [STAMP, STAMP, OLD]
+    huge = make.trainjob(runtime_patches=[{"manager": "m"}], activeDeadlineSeconds=2**70)
+    assert stamp_runtime_patch_times(huge, None, NOW) == huge
+
+
 def test_a_trainjob_without_patches_is_returned_equal() -> None:
     new = make.trainjob()
     assert stamp_runtime_patch_times(new, new, NOW) == new

@@ -91,10 +91,25 @@ def test_replicas_and_container_errors_are_both_reported_in_job_order() -> None:
         {"spec": None},
         {"spec": {"template": []}},
         {"spec": {"template": {"spec": {"replicatedJobs": [1, None]}}}},
+        # a container name that is a list (unhashable) under an ancestor job
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            make.job(
+                                "node", ancestor=constants.ANCESTOR_TRAINER, containers=[{"name": ["node"]}]
+                            )
+                        ]
+                    }
+                }
+            }
+        },
     ],
 )
 def test_odd_shapes_never_raise(odd: dict[str, Any]) -> None:
-    assert validate_replicated_jobs(odd) == ()
+    errors = validate_replicated_jobs(odd)
+    assert all(error.path.endswith(".containers") for error in errors)
 
 
 def test_a_training_runtime_is_checked_on_create_only() -> None:
