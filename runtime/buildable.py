@@ -49,6 +49,7 @@ from runtime.framework.validation import FieldError
 from runtime.resources import InvalidQuantityError, Quantity
 
 __all__ = [
+    "MAX_CONFIGMAP_BYTES",
     "MAX_INT32",
     "UnbuildableError",
     "checked_count",
@@ -65,6 +66,9 @@ __all__ = [
 
 MAX_INT32 = 2**31 - 1
 """The largest count the API's `int32` fields hold, and so the largest count a plugin renders."""
+
+MAX_CONFIGMAP_BYTES = 1 << 20
+"""The most bytes the API server stores in a ConfigMap's data (keys and values together)."""
 
 
 class UnbuildableError(FrameworkError):

@@ -36,6 +36,11 @@ ComponentBuilder, in this order:
 Both carry the TrainJob as controller owner and the label `trainer.kubeflow.org/trainjob-name`
 (`constants.LABEL_TRAINJOB_NAME`).
 
+PodNetwork (after the JobSet plugin has named the pods): a hostfile of more than a ConfigMap holds
+(`runtime.buildable.MAX_CONFIGMAP_BYTES`; some 35,000 nodes, fewer for long names) is an `UnbuildableError`
+of `spec.trainer.numNodes`, or of the runtime's `spec.mlPolicy.numNodes` when the TrainJob sets none, so the
+webhook refuses the TrainJob (upstream admits it, and the API server refuses the hostfile on every build).
+
 WatchExtension: ConfigMaps and Secrets controlled by a TrainJob, only those with that label, so the
 controller caches the objects TrainJobs own rather than every ConfigMap and Secret of the cluster
 (trainer#3374: upstream's cluster-wide watches ran its controller out of memory). The hostfile is
@@ -67,7 +72,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, as_dict
-from runtime.buildable import MAX_INT32, UnbuildableError, checked_count
+from runtime.buildable import MAX_CONFIGMAP_BYTES, MAX_INT32, UnbuildableError, checked_count
 from runtime.echo import elide
 from runtime.framework import (
     ComponentBuilder,
@@ -75,6 +80,7 @@ from runtime.framework import (
     EnforceMLPolicy,
     FieldError,
     PluginContext,
+    PodNetwork,
     Reader,
     Validation,
     Watch,
@@ -189,7 +195,7 @@ def _is_host(pod_set: PodSet, run_launcher_as_node: bool) -> bool:
     return pod_set.name == constants.NODE or (run_launcher_as_node and pod_set.name == constants.LAUNCHER)
 
 
-class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
+class MPI(CustomValidation, EnforceMLPolicy, PodNetwork, WatchExtension, ComponentBuilder):
     """OpenMPI: a launcher that reaches every node over SSH, with a hostfile listing them."""
 
     name = NAME
@@ -269,6 +275,33 @@ class MPI(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
                     env_var(ENV_DEFAULT_SLOTS, str(info.ml.mpi_num_proc_per_node)),
                     env_var(ENV_RSH_ARGS, DEFAULT_RSH_ARGS),
                 )
+
+    # PodNetwork -------------------------------------------------------------------------------------------
+
+    def identify_pod_network(self, info: Info, trainjob: TrainJob) -> None:
+        """Refuses a hostfile the API server would not store (more than `MAX_CONFIGMAP_BYTES`), once the
+        JobSet plugin (earlier in the phase) has named the pods: one line per host pod, so the node count
+        decides, blamed on `spec.trainer.numNodes` when the TrainJob sets it, else the runtime's."""
+        if info.ml.mpi is None or info.ml.mpi_implementation != constants.MPI_IMPLEMENTATION_OPENMPI:
+            return
+        limit = MAX_CONFIGMAP_BYTES - len(HOSTFILE_NAME)
+        slots = len(f" slots={info.ml.mpi_num_proc_per_node}\n")
+        size = 0
+        for pod_set in info.pod_sets:
+            if not _is_host(pod_set, info.ml.mpi_run_launcher_as_node):
+                continue
+            for endpoint in pod_set.endpoints:  # stops past the limit: at most ~50,000 names are made
+                size += len(endpoint.encode()) + slots
+                if size > limit:
+                    break
+        if size <= limit:
+            return
+        num_nodes = as_dict(TrainJobView(trainjob).trainer).get("numNodes")
+        in_trainjob = num_nodes is not None
+        path = "spec.trainer.numNodes" if in_trainjob else "spec.mlPolicy.numNodes"
+        value = num_nodes if in_trainjob else info.ml.num_nodes
+        message = f"must make the MPI hostfile at most {limit} bytes (what a ConfigMap holds), not more"
+        raise UnbuildableError(FieldError.invalid(path, value, message), in_trainjob=in_trainjob)
 
     @staticmethod
     def _set_counts(info: Info, trainer: Mapping[str, Any], run_launcher_as_node: bool) -> None:

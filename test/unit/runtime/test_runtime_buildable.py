@@ -342,3 +342,23 @@ def test_counts_beyond_int32_that_skipped_the_schema_are_refused_naming_the_fiel
     assert (
         str(build_error) == f'trainingruntimes.trainer.kubeflow.org "test-runtime" cannot be built: {field}'
     )
+
+
+HOSTFILE = "must make the MPI hostfile at most 1048568 bytes (what a ConfigMap holds), not more"
+
+
+def test_a_node_count_whose_mpi_hostfile_a_configmap_cannot_hold_is_refused_naming_the_count() -> None:
+    # 100,000 nodes (the most an Indexed Job runs) make a 3 MB hostfile, which the API server refuses to
+    # store: the TrainJob was admitted, then every build failed to apply it.
+    admitted, build_error = _verdicts(_runtime(MPI), numNodes=100_000)
+    error = f"spec.trainer.numNodes: Invalid value: 100000: {HOSTFILE}"
+    assert admitted == [error]
+    assert isinstance(build_error, InvalidTrainJobError)
+    assert [str(e) for e in build_error.errors] == [error]
+
+    admitted, build_error = _verdicts(_runtime({**MPI, "numNodes": 100_000}))
+    field = f"spec.mlPolicy.numNodes: Invalid value: 100000: {HOSTFILE}"
+    assert admitted == [f"spec.runtimeRef: Invalid value: {REF}: the runtime cannot run: {field}"]
+    assert isinstance(build_error, UnbuildableRuntimeError)
+
+    assert _verdicts(_runtime(MPI), numNodes=20_000) == ([], None)  # 0.6 MB: built

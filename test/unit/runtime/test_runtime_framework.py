@@ -288,7 +288,8 @@ def test_built_in_plugins_follow_the_fixed_order() -> None:
 def test_the_jobset_plugin_is_the_one_status_plugin_of_the_built_ins() -> None:
     framework = Framework(builtin_registry())
     assert [p.name for p in framework.plugins_for(Phase.TRAINJOB_STATUS)] == ["JobSet"]
-    assert [p.name for p in framework.plugins_for(Phase.POD_NETWORK)] == ["JobSet"]
+    # JobSet names the pods; MPI, after it, checks that their hostfile fits a ConfigMap.
+    assert [p.name for p in framework.plugins_for(Phase.POD_NETWORK)] == ["JobSet", "MPI"]
 
 
 @dataclass

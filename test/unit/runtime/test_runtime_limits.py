@@ -158,10 +158,11 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
         ),
         numNodes=1,
     ),
-    "mpi-num-nodes-at-the-limit-builds": lambda: _answers(_mpi_runtime(), numNodes=MAX_PODS_PER_JOB),
+    "mpi-num-nodes-at-the-limit-is-refused": lambda: _answers(_mpi_runtime(), numNodes=MAX_PODS_PER_JOB),
+    "mpi-num-nodes-whose-hostfile-fits-builds": lambda: _answers(_mpi_runtime(), numNodes=20_000),
     "num-proc-per-node-and-gpus-at-int-maxima": lambda: _answers(
         _mpi_runtime(),
-        numNodes=MAX_PODS_PER_JOB,
+        numNodes=20_000,  # the most MPI nodes whose hostfile a ConfigMap holds is about 35,000
         numProcPerNode=INT32_MAX,
         resourcesPerNode={"requests": {"nvidia.com/gpu": str(INT64_MAX)}},
     ),
@@ -317,11 +318,24 @@ def test_pods_in_all_the_runtime_alone_runs_are_blamed_on_the_runtime_not_on_num
 # At the limit the pipeline builds, in bounded memory and time -----------------------------------------------
 
 
-def test_mpi_at_the_node_limit_builds_its_hostfile_within_the_memory_cap() -> None:
-    answers = _run_case("mpi-num-nodes-at-the-limit-builds")
+def test_mpi_at_the_node_limit_is_refused_as_its_hostfile_fits_no_configmap() -> None:
+    # 100,000 hostfile lines are 3 MB; the API server stores 1 MiB in a ConfigMap, so the TrainJob was
+    # admitted and then no build could apply its hostfile.
+    answers = _run_case("mpi-num-nodes-at-the-limit-is-refused")
+    error = (
+        f"spec.trainer.numNodes: Invalid value: {MAX_PODS_PER_JOB}: must make the MPI hostfile at most "
+        "1048568 bytes (what a ConfigMap holds), not more"
+    )
+    assert answers["validate"] == [error]
+    refused = {"error": "InvalidTrainJobError", "message": f"invalid TrainJob: {error}"}
+    assert answers["new_objects"] == refused
+
+
+def test_mpi_nodes_whose_hostfile_fits_build_it_within_the_memory_cap() -> None:
+    answers = _run_case("mpi-num-nodes-whose-hostfile-fits-builds")
     assert answers["validate"] == []
-    assert answers["new_objects"]["hostfile_lines"] == MAX_PODS_PER_JOB
-    print(f"MPI, {MAX_PODS_PER_JOB} nodes: validate + new_objects + next_status in {answers['seconds']} s")
+    assert answers["new_objects"]["hostfile_lines"] == 20_000
+    print(f"MPI, 20000 nodes: validate + new_objects + next_status in {answers['seconds']} s")
 
 
 def test_a_process_count_at_the_int32_maximum_builds() -> None:
