@@ -22,8 +22,10 @@ What it does, by phase:
   `spec.network.subdomain`, else the TrainJob name), lazy as upstream's `iter.Seq` (`PodEndpoints`), after
   refusing a TrainJob whose pods in all exceed `MAX_PODS_PER_TRAINJOB` with the same blame
   (`runtime.buildable.UnbuildableError`: the reconcile-time twin of the validation above, for TrainJobs
-  that skipped the webhook or a runtime edited since). Upstream's `SyncParallelCount` has no
-  counterpart: `PodSet.count` is the template's `parallelism`/`completions`.
+  that skipped the webhook or a runtime edited since), and a JobSet etcd would not store (more than
+  `runtime.schema.ETCD_REQUEST_LIMIT` of JSON: rendered to tell only when its parts exceed it), blamed
+  where the fix is (`jobset_size_error`); upstream admits both and fails every build. Upstream's
+  `SyncParallelCount` has no counterpart: `PodSet.count` is the template's `parallelism`/`completions`.
 - ComponentBuilder: the JobSet `jobset.x-k8s.io/v1alpha2`, rendered from Info (template, then initializer
   and trainer overrides, scheduler pod labels/annotations, `suspend`, owner reference). Not rendered when
   the JobSet exists and neither it nor the TrainJob is suspended: a running JobSet is never re-applied.
@@ -55,6 +57,7 @@ from runtime.core.status import set_condition
 from runtime.framework import (
     ComponentBuilder,
     CustomValidation,
+    ErrorType,
     FieldError,
     PhaseError,
     PluginContext,
@@ -69,6 +72,7 @@ from runtime.framework import (
 from runtime.info import MAX_PODS_PER_TRAINJOB, Container, Info
 from runtime.ownership import owner_reference
 from runtime.plugins.trainernode import convert_env_var, env_var, trainer_env
+from runtime.schema import ETCD_REQUEST_LIMIT
 
 __all__ = ["JobSet", "PodEndpoints", "pod_count_error", "render_jobset"]
 
@@ -157,6 +161,31 @@ class PodEndpoints:
 
     def __len__(self) -> int:
         return max(self.replicas, 0) * max(self.count, 0)
+
+
+def _json_size(value: Any) -> int:
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # an integer beyond 64 bits, which only render is given: refused elsewhere
+        return 0
+
+
+def jobset_size_error(trainjob: TrainJob, size: int) -> UnbuildableError | None:
+    """A JobSet of `size` bytes of JSON that etcd would not store (`ETCD_REQUEST_LIMIT`), or None. The blame
+    goes where the fix is: the TrainJob's largest part (`spec.runtimePatches`, `spec.trainer` or
+    `spec.initializer`) when without its parts the JobSet would fit, else the runtime's `spec.template`."""
+    if size <= ETCD_REQUEST_LIMIT:
+        return None
+    spec = TrainJobView(trainjob).spec
+    parts = {path: _json_size(spec.get(path.removeprefix("spec."))) for path in _TRAINJOB_PARTS}
+    in_trainjob = sum(parts.values()) >= size - ETCD_REQUEST_LIMIT
+    path = max(parts, key=parts.__getitem__) if in_trainjob else "spec.template"
+    message = f"must make a JobSet of at most {ETCD_REQUEST_LIMIT} bytes (what etcd stores), not {size}"
+    error = FieldError(path=path, type=ErrorType.TOO_LONG, message=message)
+    return UnbuildableError(error, in_trainjob=in_trainjob)
+
+
+_TRAINJOB_PARTS = ("spec.runtimePatches", "spec.trainer", "spec.initializer")
 
 
 def pod_count_error(info: Info, trainjob: TrainJob, *, exact: bool) -> UnbuildableError | None:
@@ -471,6 +500,13 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             pod_set.endpoints = PodEndpoints(
                 view.name, pod_set.name, pod_set.replicas, pod_set.count, subdomain
             )
+        # The JobSet is made of the template (after the patches and the phases) and the TrainJob's trainer
+        # and initializer: only when these exceed what etcd stores is the JobSet rendered to tell exactly.
+        parts = (info.template, view.trainer, view.initializer)
+        if sum(_json_size(part) for part in parts) > ETCD_REQUEST_LIMIT:
+            too_large = jobset_size_error(trainjob, _json_size(render_jobset(info, trainjob)))
+            if too_large is not None:
+                raise too_large
 
     # ComponentBuilder -------------------------------------------------------------------------------------
 
@@ -483,7 +519,7 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             and as_dict(existing.get("spec")).get("suspend") is not True
         ):
             return []  # never re-apply a running JobSet: its pods keep the template they started with
-        return [render_jobset(info, trainjob)]
+        return [render_jobset(info, trainjob)]  # its size was checked in the PodNetwork phase
 
     # TrainJobStatus ---------------------------------------------------------------------------------------
 

@@ -362,3 +362,51 @@ def test_a_node_count_whose_mpi_hostfile_a_configmap_cannot_hold_is_refused_nami
     assert isinstance(build_error, UnbuildableRuntimeError)
 
     assert _verdicts(_runtime(MPI), numNodes=20_000) == ([], None)  # 0.6 MB: built
+
+
+def test_a_jobset_etcd_cannot_store_is_refused_blaming_where_the_fix_is() -> None:
+    # A 1 MB annotation in the runtime's pod template and 16 runtime patches of 80 KB each: both objects
+    # are stored, and the JobSet they make (2.3 MB) never is.
+    runtime = _runtime(TORCH)
+    pod_template = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template["metadata"] = {"annotations": {"a.io/x": "x" * 1_000_000}}
+    patches = [
+        {
+            "manager": f"m{i}.io/x",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {"metadata": {"annotations": {f"b/y{i}": "y" * 80_000}}}
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+        for i in range(16)
+    ]
+    registry = RuntimeRegistry(Framework(builtin_registry()))
+    reader = MemoryReader([runtime])
+    trainjob = MAKE.trainjob(runtime_patches=patches, suspend=False)
+    admitted = [str(e) for e in registry.validate(None, trainjob, reader).errors]
+    assert len(admitted) == 1
+    assert admitted[0].startswith(
+        "spec.runtimePatches: Too long: must make a JobSet of at most 1572864 bytes"
+    )
+    with pytest.raises(InvalidTrainJobError, match=r"spec\.runtimePatches: Too long: must make a JobSet"):
+        registry.new_objects(trainjob, reader)
+
+    # Without the patches it fits; with 600 KB of trainer env instead, the blame is the trainer's.
+    assert registry.validate(None, MAKE.trainjob(suspend=False), reader).errors == ()
+    env = [{"name": f"E{i}", "value": "v" * 100_000} for i in range(6)]
+    trainjob = MAKE.trainjob(trainer={"env": env}, suspend=False)
+    admitted = [str(e) for e in registry.validate(None, trainjob, reader).errors]
+    assert len(admitted) == 1
+    assert admitted[0].startswith("spec.trainer: Too long: must make a JobSet of at most 1572864 bytes")
