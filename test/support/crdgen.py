@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
 """Generate the Trainer CRDs (`config/crd/*.yaml`) from the TypedDicts in `runtime/api/v1alpha1.py`.
 
 Go origin: controller-gen's `crd` generator (sigs.k8s.io/controller-tools `pkg/crd`) run over kubeflow/trainer
-`pkg/apis/trainer/v1alpha1` with `generateEmbeddedObjectMeta=true`. Here the input is the TypedDicts and their
+`pkg/apis/trainer/v1alpha1` with `generateEmbeddedObjectMeta=true`. `hack/gen-crds.py` is its command line;
+the API tests use this module directly. Here the input is the TypedDicts and their
 `typing.Annotated` markers (`runtime.api.markers`), read with `typing.get_type_hints(include_extras=True)`.
 
 Embedded third-party types carry their real schemas, taken at generation time:
@@ -13,7 +13,7 @@ Embedded third-party types carry their real schemas, taken at generation time:
   merges embedded lists by key; IntOrString and Quantity become `x-kubernetes-int-or-string`; ObjectMeta
   inside templates keeps only labels, annotations, name, namespace and finalizers (as controller-gen does).
 - JobSet's `JobSetSpec` (`EmbeddedJobSetSpec()`) from JobSet's own CRD in the Go module cache
-  (`hack/thirdparty.py`, version pinned in `hack/versions.env`), or `--jobset-crd`.
+  (`support.thirdparty`, version pinned in `hack/versions.env`), or `--jobset-crd`.
 
 Descriptions (what `kubectl explain` prints): our own fields take their attribute docstring (the string
 literal under the field in `runtime/api/v1alpha1.py`), else the docstring of their TypedDict; embedded
@@ -28,23 +28,15 @@ structs that embed an atomic struct become atomic (`ATOMIC_BY_EMBEDDING`); `enum
 (controller-gen ignores `+enum`). Nothing uses `x-kubernetes-preserve-unknown-fields`; a `$ref` cycle or an
 unknown keyword is an error, never a shortcut.
 
-Usage:
-    hack/gen-crds.py                      # regenerate config/crd/ (starts a control plane, ~10 s)
-    hack/gen-crds.py --check              # regenerate into a temp dir; exit 1 with a diff on drift
-    hack/gen-crds.py --openapi-dir DIR    # use a saved api__v1.json instead of starting a control plane
-    hack/gen-crds.py --save-openapi DIR   # also save the fetched document for later offline runs
+Usage: `hack/gen-crds.py` (`--check` fails on drift; `--openapi-dir` reads a saved document).
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import difflib
-import importlib.util
 import inspect
 import json
-import sys
-import tempfile
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -54,12 +46,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `runtime` and `controller` importable
-    sys.path.insert(0, str(ROOT))
-
-from runtime.api import constants  # noqa: E402
-from runtime.api.markers import (  # noqa: E402
+from runtime.api import constants
+from runtime.api.markers import (
     Embedded,
     EmbeddedJobSetSpec,
     EmbeddedObjectMeta,
@@ -68,7 +56,10 @@ from runtime.api.markers import (  # noqa: E402
     Resource,
     markers_of,
 )
-from runtime.api.v1alpha1 import ROOT_KINDS  # noqa: E402
+from runtime.api.v1alpha1 import ROOT_KINDS
+from support import thirdparty
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CRD_DIR = ROOT / "config" / "crd"
 CORE_DOCUMENT_PATH = "/openapi/v3/api/v1"
@@ -610,19 +601,8 @@ def generate(core_document: Mapping[str, Any], jobset_crd: Mapping[str, Any]) ->
 # Inputs and the command line
 
 
-def load_thirdparty() -> Any:
-    spec = importlib.util.spec_from_file_location("thirdparty", ROOT / "hack" / "thirdparty.py")
-    if spec is None or spec.loader is None:
-        raise GenerationError("hack/thirdparty.py cannot be loaded")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_jobset_crd(path: Path | None) -> dict[str, Any]:
     if path is None:
-        thirdparty = load_thirdparty()
         try:
             path = thirdparty.jobset_crd()
         except thirdparty.ThirdPartyError as exc:
@@ -636,9 +616,9 @@ def load_jobset_crd(path: Path | None) -> dict[str, Any]:
 
 def fetch_core_document() -> dict[str, Any]:
     """Start a Tier 1 control plane just long enough to read its core/v1 OpenAPI v3 document."""
-    from controller.envtest import ControlPlane, find_binaries  # noqa: PLC0415 - only this path needs them
+    from controller.envtest import ControlPlane, find_binaries
 
-    pinned = load_thirdparty().read_versions()
+    pinned = thirdparty.read_versions()
     binaries = find_binaries(
         etcd_version=pinned["ETCD_VERSION"], kubernetes_version=pinned["KUBERNETES_VERSION"]
     )
@@ -682,41 +662,6 @@ def diff(generated: Path, committed: Path) -> Iterator[str]:
         yield from difflib.unified_diff(old, new, f"{old_path} (committed)", f"{name} (generated)", n=2)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--output-dir", type=Path, default=CRD_DIR, help="where the CRDs go (config/crd)")
-    parser.add_argument("--check", action="store_true", help="fail with a diff if output-dir is stale")
-    parser.add_argument("--openapi-dir", type=Path, help=f"read {CORE_DOCUMENT_FILE} here, start nothing")
-    parser.add_argument("--save-openapi", type=Path, help=f"save the fetched {CORE_DOCUMENT_FILE} here")
-    parser.add_argument("--jobset-crd", type=Path, help="JobSet's CRD file (default: Go module cache)")
-    args = parser.parse_args(argv)
-    try:
-        core = load_core_document(args.openapi_dir) if args.openapi_dir else fetch_core_document()
-        if args.save_openapi:
-            args.save_openapi.mkdir(parents=True, exist_ok=True)
-            (args.save_openapi / CORE_DOCUMENT_FILE).write_text(json.dumps(core, sort_keys=True))
-        files = generate(core, load_jobset_crd(args.jobset_crd))
-    except GenerationError as exc:
-        print(f"gen-crds: error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        with tempfile.TemporaryDirectory() as scratch:
-            write(files, Path(scratch))
-            lines = list(diff(Path(scratch), args.output_dir))
-        if lines:
-            sys.stdout.writelines(lines[:400])
-            if len(lines) > 400:
-                print(f"... {len(lines) - 400} more diff lines")
-            print(f"gen-crds: {args.output_dir} is stale; run hack/gen-crds.py", file=sys.stderr)
-            return 1
-        print(f"gen-crds: {args.output_dir} is up to date")
-        return 0
-    write(files, args.output_dir)
-    for name, text in files.items():
-        print(f"wrote {args.output_dir / name} ({measure(text)})")
-    return 0
-
-
 def measure(text: str) -> str:
     """A CRD file's figures: YAML size, compact JSON size (what the API server stores), descriptions."""
     (crd,) = [document for document in yaml.safe_load_all(text) if document]
@@ -732,8 +677,4 @@ __all__ = [
     "SchemaBuilder",
     "build_crd",
     "generate",
-    "main",
 ]
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ The suite (``test/e2e``) is the same on both paths; only how the manager runs an
 its admission webhooks differ, and those differences live here and nowhere else:
 
 - **The manager.** kwok: ``trainer-controller-manager`` from ``.venv``, a host process that the fixture
-  starts and stops (``hack/cluster.py`` ``start_manager``/``stop_manager``). kind: the Deployment
+  starts and stops (``support.cluster_manager`` ``start_manager``/``stop_manager``). kind: the Deployment
   ``kubeflow-system/kubeflow-trainer-controller-manager`` from ``config/default``, running the image built
   from ``Dockerfile`` and loaded into kind; the script installs it and it outlives the session.
 - **Webhook addressing** (``clientConfig``). kwok: ``url: https://127.0.0.1:<port>/<path>``, since a host
@@ -23,7 +23,7 @@ refused by the validating webhook, so kube-apiserver's answer tells whether the 
 naming the field) or not (``failed calling webhook``); nothing is ever created by the probe.
 
 - **Kueue** (``test/e2e/test_kueue.py``). kwok: the ``kueue`` binary as a host process
-  (``hack/cluster.py`` ``start_kueue``/``stop_kueue``: URL webhooks on 127.0.0.1, the TrainJob integration).
+  (``support.kueue`` ``start_kueue``/``stop_kueue``: URL webhooks on 127.0.0.1, the TrainJob integration).
   kind: not run, the tests skip (:data:`KUEUE_ON_KIND`); see :func:`running_kueue`. A ``kueue`` binary
   or Kueue manifests missing on this machine is a missing prerequisite (:class:`KueueMissing`), as Go is
   for the whole tier: the tests skip with the reason locally and fail under ``CI`` or
@@ -32,18 +32,16 @@ naming the field) or not (``failed calling webhook``); nothing is ever created b
 What the pods do is not a difference of the controller's path but of the nodes: kwok's stages play a pod's
 lifecycle on a timer, kind runs containers. Tests that rely on stages say so themselves and skip on kind.
 
-This file is a script module, like ``hack/cluster.py``: tests import it by path
-(``controller.envtest.load_script``), and ``hack/e2e-setup-kind.sh`` runs ``python hack/e2e_paths.py
-wait-serving --flavour kind`` so that the script and the suite wait for the same thing.
+The e2e tests import this module; ``hack/e2e-setup-kind.sh`` runs ``python hack/e2e_paths.py wait-serving
+--flavour kind`` (a command line over :func:`wait_until_serving`) so that the script and the suite wait for
+the same thing.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,12 +49,12 @@ from typing import Any
 import yaml
 
 from controller.client import Client
-from controller.envtest.suite import load_script
 from controller.errors import ApiError, NotFound, TransportError
 from controller.gvk import GVK
 from runtime.api import constants
+from support import cluster_manager, install, kueue, kwok, launcher
+from support.process import ClusterError
 
-REPO = Path(__file__).resolve().parent.parent
 MANAGER_NAMESPACE = "kubeflow-system"
 MANAGER_NAME = "kubeflow-trainer-controller-manager"
 """The Deployment and the Service of an installed manager (``config/manager/``)."""
@@ -70,31 +68,22 @@ class ManagerUnavailable(Exception):
     """The path cannot give this session a manager (an external kwok cluster without ``make demo``'s)."""
 
 
-def _cluster_module() -> Any:
-    return load_script(REPO / "hack" / "cluster.py", "_hack_cluster")
-
-
 # ------------------------------------------------------------------------------------- webhook addressing
-
-
-WEBHOOK_MANIFESTS = (
-    REPO / "config" / "webhook" / "mutating_webhook_configuration.yaml",
-    REPO / "config" / "webhook" / "validating_webhook_configuration.yaml",
-)
 
 
 def webhook_configurations(flavour: str, *, port: int = 0, ca_bundle: bytes = b"") -> list[dict[str, Any]]:
     """The admission webhook configurations this path registers, read from where each path keeps them.
 
-    kwok: ``hack/cluster.py`` ``trainer_webhook_configurations`` (``url`` to the host manager on ``port``, the
-    throwaway CA as ``caBundle``). kind: ``config/webhook/`` as ``kubectl apply -k config/default`` installs
-    them (``service`` of the manager in ``kubeflow-system``; the rotator injects ``caBundle`` later). They
-    must differ only in ``clientConfig`` (and the labels the manifests carry), which a unit test checks.
+    kwok: ``support.launcher.webhook_configurations``, derived from ``config/webhook/`` (``url`` to the host
+    manager on ``port``, the throwaway CA as ``caBundle``). kind: ``config/webhook/`` as ``kubectl apply -k
+    config/default`` installs them (``service`` of the manager in ``kubeflow-system``; the rotator injects
+    ``caBundle`` later). They must differ only in ``clientConfig`` (and the labels the manifests carry),
+    which a unit test checks.
     """
     if flavour == "kwok":
-        return list(_cluster_module().trainer_webhook_configurations(port, ca_bundle))
+        return launcher.webhook_configurations(port, ca_bundle)
     if flavour == "kind":
-        return [yaml.safe_load(path.read_text()) for path in WEBHOOK_MANIFESTS]
+        return [yaml.safe_load(path.read_text()) for path in launcher.WEBHOOK_MANIFESTS]
     raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
 
 
@@ -177,8 +166,7 @@ def manager_log_hint(flavour: str, cluster_name: str = "") -> str:
     """Where to read the manager's log on this path (for messages)."""
     if flavour == "kind":
         return f"kubectl -n {MANAGER_NAMESPACE} logs deployment/{MANAGER_NAME}"
-    cluster = _cluster_module()
-    return str(cluster.own_dir(cluster_name or cluster.DEFAULT_NAME) / "manager" / "manager.log")
+    return str(kwok.own_dir(cluster_name or kwok.DEFAULT_NAME) / "manager" / "manager.log")
 
 
 # ------------------------------------------------------------------------------------ the manager, per path
@@ -194,7 +182,7 @@ class RunningManager:
     log: str
     """Where its log is (a path, or the kubectl command that prints it)."""
     process: Any = None
-    """On kwok, ``hack/cluster.py``'s ``ManagerProcess``; on kind, None."""
+    """On kwok, ``support.cluster_manager.ManagerProcess``; on kind, None."""
 
 
 @contextlib.contextmanager
@@ -219,30 +207,29 @@ def running_manager(
         return
     if flavour != "kwok":
         raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
-    cluster = _cluster_module()
     log = manager_log_hint(flavour, cluster_name)
     if not owned:
-        process = cluster.manager_process(cluster_name)
+        process = cluster_manager.manager_process(cluster_name)
         if process is None:
             raise ManagerUnavailable(
                 "an external kwok cluster needs its manager running (`make demo` starts one)"
             )
         yield RunningManager(flavour=flavour, started_here=False, log=log, process=process)
         return
-    state = cluster.ClusterState.read(cluster_name)
+    state = kwok.ClusterState.read(cluster_name)
     if state is None:
         raise ManagerUnavailable(f"the kwok cluster {cluster_name!r} has no state file")
-    client = cluster.connect(state)
+    client = install.connect(state)
     try:
         with contextlib.suppress(ApiError):  # the Lease's namespace; AlreadyExists on a re-run
             client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MANAGER_NAMESPACE}})
     finally:
         client.close()
-    process = cluster.start_manager(state)
+    process = cluster_manager.start_manager(state)
     try:
         yield RunningManager(flavour=flavour, started_here=True, log=log, process=process)
     finally:
-        cluster.stop_manager(state.name)
+        cluster_manager.stop_manager(state.name)
 
 
 # ---------------------------------------------------------------------------------------------------- Kueue
@@ -269,10 +256,9 @@ KUEUE_ON_KIND = (
 def running_kueue(flavour: str, *, cluster_name: str) -> Iterator[Any]:
     """Kueue with the TrainJob integration for the session's cluster, for as long as the ``with`` block runs.
 
-    - kwok: ``hack/cluster.py`` ``start_kueue`` (the Kueue and Trainer CRDs, the host process, its webhook
+    - kwok: ``support.kueue`` ``start_kueue`` (the Kueue and Trainer CRDs, the host process, its webhook
       configurations), stopped afterwards (the configurations removed). A Kueue that ``kueue-up`` left
-      running for the cluster is used as it is and left running. Yields ``hack/cluster.py``'s
-      ``KueueProcess``.
+      running for the cluster is used as it is and left running. Yields ``support.kueue.KueueProcess``.
     - kind: :class:`KueueUnavailable` (:data:`KUEUE_ON_KIND`).
     - kwok without the ``kueue`` binary of the pinned version, or without Kueue's manifests:
       :class:`KueueMissing`, naming the build command (checked before anything is started).
@@ -281,52 +267,20 @@ def running_kueue(flavour: str, *, cluster_name: str) -> Iterator[Any]:
         raise KueueUnavailable(KUEUE_ON_KIND)
     if flavour != "kwok":
         raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
-    cluster = _cluster_module()
-    existing = cluster.kueue_process(cluster_name)
+    existing = kueue.kueue_process(cluster_name)
     if existing is not None:
         yield existing
         return
     try:
-        cluster.kueue_binary()
-        cluster.kueue_manifests()
-    except cluster.ClusterError as exc:
+        kueue.kueue_binary()
+        kueue.kueue_manifests()
+    except ClusterError as exc:
         raise KueueMissing(f"Kueue cannot run here: {exc}") from exc
-    state = cluster.ClusterState.read(cluster_name)
+    state = kwok.ClusterState.read(cluster_name)
     if state is None:
         raise KueueUnavailable(f"the kwok cluster {cluster_name!r} has no state file")
-    process = cluster.start_kueue(state)
+    process = kueue.start_kueue(state)
     try:
         yield process
     finally:
-        cluster.stop_kueue(cluster_name)
-
-
-# ---------------------------------------------------------------------------------------------------- main
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hack/e2e_paths.py", description=__doc__.split("\n\n", 1)[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    wait = sub.add_parser("wait-serving", help="wait until the manager serves its admission webhooks")
-    wait.add_argument("--flavour", choices=FLAVOURS, required=True)
-    wait.add_argument("--kubeconfig", required=True)
-    wait.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    client = Client.load(args.kubeconfig, user_agent="e2e-paths")
-    try:
-        wait_until_serving(client, args.flavour, timeout=args.timeout)
-    except TimeoutError as exc:
-        print(f"e2e_paths: {exc}; its log: {manager_log_hint(args.flavour)}", file=sys.stderr)
-        return 1
-    finally:
-        client.close()
-    print(f"e2e_paths: the Trainer manager ({args.flavour}) serves its webhooks", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        kueue.stop_kueue(cluster_name)

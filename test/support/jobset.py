@@ -4,7 +4,8 @@ No leader election, metrics off, health probe and webhook server on free loopbac
 certificate from a throwaway CA (``controller.envtest.certs``), and URL-based webhook configurations pointing
 at it (:func:`webhook_configurations`). The pod webhooks get the ``jobset.sigs.k8s.io/jobset-name Exists``
 object selector that JobSet's kustomize patches add, so pods that are not JobSet's never depend on the JobSet
-process. Like the rest of the cluster, it outlives the process that started it; ``support.kwok.down`` stops it.
+process. Like the rest of the cluster, it outlives the process that started it; ``support.kwok.down``
+stops it.
 
 Go origin: JobSet's minimal install (``config/components/webhook``) rewired for a controller outside the
 cluster. Deliberately missing: JobSet's metrics endpoint and leader election (one replica).
@@ -183,9 +184,7 @@ def webhooks_serving(kubectl: Kubectl) -> bool:
         "-f",
         "-",
     ]
-    result = subprocess.run(
-        argv, input=json.dumps(PROBE_JOBSET), capture_output=True, text=True, check=False
-    )
+    result = subprocess.run(argv, input=json.dumps(PROBE_JOBSET), capture_output=True, text=True, check=False)
     if result.returncode != 0:
         return False
     spec = json.loads(result.stdout).get("spec", {})

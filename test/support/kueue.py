@@ -3,8 +3,9 @@
 Kueue (``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``, the ``kueue`` binary ``hack/build-binaries.sh`` builds)
 runs against a running cluster. Neither ``up`` nor the demo starts it: ``python hack/cluster.py
 kueue-up|kueue-down``, or :func:`start_kueue`/:func:`stop_kueue`; ``support.kwok.down`` stops it too. Rewired
-for a controller outside the cluster the way JobSet is (``support.jobset``): a serving certificate from a throwaway CA, URL webhook
-configurations pointing at 127.0.0.1, every listener on a free loopback port, no leader election. It runs
+for a controller outside the cluster the way JobSet is (``support.jobset``): a serving certificate from a
+throwaway CA, URL webhook configurations pointing at 127.0.0.1, every listener on a free loopback port, no
+leader election. It runs
 with the cluster's admin kubeconfig (not with the RBAC of Kueue's manifests: this is a test cluster, and the
 ClusterRole would be one more thing to install and keep). Its webhook configurations select only Kueue's own
 kinds and TrainJobs labelled ``kueue.x-k8s.io/queue-name`` (:func:`kueue_webhook_configurations`).

@@ -505,8 +505,7 @@ def _nodes_ready(kubectl: Kubectl, names: Sequence[str]) -> bool:
     return set(names) <= ready
 
 
-
-def _component_pids(name: str) -> dict[str, int]:
+def component_pids(name: str) -> dict[str, int]:
     pids = {}
     for pid_file in sorted((cluster_dir(name) / "pids").glob("*.pid")):
         with contextlib.suppress(OSError, ValueError):
@@ -524,7 +523,7 @@ def _component_log_tails(name: str, components: Sequence[str] = (), lines: int =
 
 
 def _dead_components(name: str) -> list[str]:
-    return [c for c, pid in _component_pids(name).items() if not pid_alive(pid)]
+    return [c for c, pid in component_pids(name).items() if not pid_alive(pid)]
 
 
 def _keep_failure_logs(name: str) -> Path:
@@ -668,7 +667,9 @@ def _up(options: ClusterOptions, binaries: Binaries, started: float) -> ClusterS
     say("starting the JobSet controller on the host")
     started_jobset = jobset.start(binaries.jobset, kubeconfig, directory, options.timeout)
     kubectl.apply(
-        jobset.webhook_configurations(module_dir, port=started_jobset.webhook_port, ca_bundle=started_jobset.ca_pem)
+        jobset.webhook_configurations(
+            module_dir, port=started_jobset.webhook_port, ca_bundle=started_jobset.ca_pem
+        )
     )
     wait_for(
         lambda: jobset.webhooks_serving(kubectl),
@@ -730,7 +731,7 @@ def down(name: str = DEFAULT_NAME, *, binaries: Binaries | None = None) -> None:
     if HAVE_PROC:
         leftovers = processes_using(cluster_dir(name), own_dir(name))
     else:
-        leftovers = [pid for pid in _component_pids(name).values() if pid_alive(pid)]
+        leftovers = [pid for pid in component_pids(name).values() if pid_alive(pid)]
     terminate(leftovers)
     shutil.rmtree(cluster_dir(name), ignore_errors=True)
     shutil.rmtree(own_dir(name), ignore_errors=True)

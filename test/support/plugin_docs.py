@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Regenerate the generated parts of docs/plugins.md from the code: the phase list and the capability matrix.
 
 The phase list comes from `runtime.framework.Phase` (its members, in execution order, are what the framework
@@ -11,7 +10,8 @@ everything outside the markers is prose and is left alone.
     python hack/gen-plugin-docs.py           # rewrite docs/plugins.md
     python hack/gen-plugin-docs.py --check   # exit 1 (and say what differs) when the file is stale
 
-A unit test (`test/unit/runtime/test_runtime_plugin_docs.py`) runs the check, so the docs cannot drift.
+`hack/gen-plugin-docs.py` is the command line. A unit test (`test/unit/support/test_plugin_docs.py`) runs the
+check, so the docs cannot drift.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from runtime.framework import Framework, Phase, implements
 from runtime.plugins import TRAINJOB_STATUS_GATE, builtin_registry
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 
 
 def phases_block() -> str:
@@ -81,7 +81,3 @@ def main(argv: list[str] | None = None) -> int:
         DOC.write_text(wanted, encoding="utf-8")
         print(f"updated {DOC}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -205,9 +205,6 @@ def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _BlockStrings.add_representer(str, _block_str)
 
 
-
-
-
 def write_yaml(path: Path, documents: Sequence[Mapping[str, Any]]) -> Path:
     """Write ``documents`` to ``path`` (multi-line strings as literal blocks); return ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Locate the third-party CRDs the tests install, in the Go module cache, at run time.
 
 Upstream kubeflow/trainer copies these CRDs into its repository (``manifests/external-crds``); we do not:
@@ -18,7 +17,7 @@ only if it is not there yet and prints its directory. The CRDs:
   ``volcano.sh/volcano`` at ``VOLCANO_VERSION`` (v1.10.0, the newest release the Go module proxy serves,
   whose CRD predates ``networkTopology``). No third-party YAML is committed.
 
-Kueue's CRDs and webhook manifests (``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``), which ``hack/cluster.py``
+Kueue's CRDs and webhook manifests (``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``), which ``support.kueue``
 installs for a Kueue controller on the host, come from the module the binary is built from: the wrapper
 module ``hack/tools/kueue`` (``go mod download -json sigs.k8s.io/kueue`` in it, verified against its
 ``go.sum``), whose pin must equal ``KUEUE_VERSION``; see :func:`kueue_manifests`.
@@ -26,7 +25,8 @@ module ``hack/tools/kueue`` (``go mod download -json sigs.k8s.io/kueue`` in it, 
 Upstream kubeflow/trainer's own CRDs (``github.com/kubeflow/trainer/v2`` at ``TRAINER_VERSION``) are found the
 same way, ``upstream_trainer_crd_dir()``: not installed, but compared with ours by ``test/unit/api``.
 
-Use as a module (``crd_paths()``, or one function per CRD) or as a script, which prints one path a line::
+Use as a module (``crd_paths()``, or one function per CRD) or from the command line, which prints one path
+a line::
 
     python hack/thirdparty.py
 
@@ -40,12 +40,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-HACK = Path(__file__).resolve().parent
+HACK = Path(__file__).resolve().parents[2] / "hack"
 VERSIONS_FILE = HACK / "versions.env"
 
 
@@ -122,7 +121,7 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
 def cache_dir() -> Path:
     """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``.
 
-    The convention of hack/cluster.py and hack/build-binaries.sh.
+    The convention of support.kwok and hack/build-binaries.sh.
     """
     if os.environ.get("TRAINER_CACHE_DIR"):
         return Path(os.environ["TRAINER_CACHE_DIR"])
@@ -346,18 +345,3 @@ def crd_paths() -> list[Path]:
         crd_path(SCHEDULER_PLUGINS_PODGROUP, versions),
         volcano_podgroup_crd(versions),
     ]
-
-
-def main() -> int:
-    try:
-        paths = crd_paths()
-    except ThirdPartyError as exc:
-        print(f"thirdparty: error: {exc}", file=sys.stderr)
-        return 1
-    for path in paths:
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
