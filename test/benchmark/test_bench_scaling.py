@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from controller.trainer.scaling import ENTRY_POINTS, KINDS, PLACES, best_time, entry_points, scenario
+from support.scaling import ENTRY_POINTS, KINDS, PLACES, best_time, entry_points, scenario
 
 SIZES_KIB = (1, 4, 16, 64, 256, 1024, 1536)
 

@@ -2,19 +2,19 @@
 its way.
 
 - ``envtest_binaries``, ``crd_sources``, ``control_plane``, ``control_plane_without_watch_cache``,
-  ``kubeconfig``, ``eventually``: the integration tier's own fixtures, imported from
-  ``test/integration/conftest.py`` (a plane of this suite's own when both directories run in one
+  ``kubeconfig``, ``eventually``: the integration tier's own fixtures, imported from ``support.tier1``
+  (a plane of this suite's own when both directories run in one
   session: these scenarios restart its kube-apiserver, compact its etcd and register webhooks with
   ``failurePolicy: Fail``, which no other module should meet).
 - ``namespace``: a fresh namespace per test, as the integration tier's, but emptied of TrainJobs, runtimes
-  and JobSets before it is deleted (``support.empty_namespace``): Tier 1 leaves deleted namespaces
+  and JobSets before it is deleted (``reliability.empty_namespace``): Tier 1 leaves deleted namespaces
   Terminating with their objects, and every later manager would go on reconciling them.
 - ``admin`` (session): an admin client, unthrottled, for the tests' own reads and writes.
 - ``service_account_kubeconfig`` (session): the shipped RBAC installed (``kubectl kustomize
   config/default``) and a token kubeconfig for the manager's ServiceAccount, as the Trainer integration
   suite does: every manager here runs with the shipped roles.
-- ``proxies`` (function): :class:`support.ApiserverProxies`, fault proxies in front of kube-apiserver,
-  stopped (threads joined) after the test.
+- ``proxies`` (function): :class:`support.reliability.ApiserverProxies`, fault proxies in front of
+  kube-apiserver, stopped (threads joined) after the test.
 - ``profile``: every test that asks for it runs twice, ``ci`` (the default run) and ``soak`` (marked
   ``soak``, left out unless ``-m soak``: ``make soak``).
 - ``figures`` (session): each test reports its figures; they are printed again at the end of the session.
@@ -42,20 +42,18 @@ import structlog
 
 from controller import envtest
 from controller.client import Client
-from controller.envtest import Binaries, ControlPlane, load_script
+from controller.envtest import Binaries, ControlPlane
+from support import reliability, tier1
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-support = load_script(HERE / "support.py", "_reliability_support")
-_integration = load_script(ROOT / "test" / "integration" / "conftest.py", "_integration_conftest")
 
-# The integration tier's fixtures, registered here under the same names.
-envtest_binaries = _integration.envtest_binaries
-crd_sources = _integration.crd_sources
-control_plane = _integration.control_plane
-control_plane_without_watch_cache = _integration.control_plane_without_watch_cache
-kubeconfig = _integration.kubeconfig
-eventually = _integration.eventually
+# The Tier 1 fixtures of support.tier1, registered for this directory under the same names.
+envtest_binaries = tier1.envtest_binaries
+crd_sources = tier1.crd_sources
+control_plane = tier1.control_plane
+control_plane_without_watch_cache = tier1.control_plane_without_watch_cache
+kubeconfig = tier1.kubeconfig
+eventually = tier1.eventually
 
 _SELF_CONTAINED = {"test_faultproxy.py"}
 
@@ -97,7 +95,7 @@ def figures() -> Any:
     return _FIGURES
 
 
-_FIGURES = support.Figures()
+_FIGURES = reliability.Figures()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -108,14 +106,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(line)
 
 
-@pytest.fixture(params=[support.CI, pytest.param(support.SOAK, marks=pytest.mark.soak)], ids=["ci", "soak"])
+@pytest.fixture(
+    params=[reliability.CI, pytest.param(reliability.SOAK, marks=pytest.mark.soak)], ids=["ci", "soak"]
+)
 def profile(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
 @pytest.fixture(scope="session")
 def admin(kubeconfig: Path) -> Iterator[Client]:
-    client = Client.load(str(kubeconfig), user_agent=support.USER, qps=0)
+    client = Client.load(str(kubeconfig), user_agent=reliability.USER, qps=0)
     yield client
     client.close()
 
@@ -124,7 +124,7 @@ def admin(kubeconfig: Path) -> Iterator[Client]:
 def service_account_kubeconfig(
     control_plane: ControlPlane, admin: Client, envtest_binaries: Binaries
 ) -> Path:
-    install = support.install
+    install = reliability.install
     kubectl = install.kubectl_beside(envtest_binaries.kube_apiserver)
     if not kubectl.is_file():
         pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
@@ -138,20 +138,20 @@ def namespace(control_plane: ControlPlane, admin: Client, request: pytest.Fixtur
     name = envtest.namespace_name(request.node.name)
     admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    support.empty_namespace(admin, name)
+    reliability.empty_namespace(admin, name)
     deleted = control_plane.admin_request("DELETE", f"/api/v1/namespaces/{name}")
     assert deleted.status in (200, 202, 404), deleted.body
 
 
 @pytest.fixture
 def proxies(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Any]:
-    made = support.ApiserverProxies(control_plane, tmp_path / "proxies")
+    made = reliability.ApiserverProxies(control_plane, tmp_path / "proxies")
     yield made
     made.stop_all()
 
 
 @pytest.fixture
 def clean_lease(admin: Client) -> Iterator[None]:
-    support.delete_lease(admin)
+    reliability.delete_lease(admin)
     yield
-    support.delete_lease(admin)
+    reliability.delete_lease(admin)

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.client import Client
-from controller.envtest import ControlPlane, load_script
-
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
+from controller.envtest import ControlPlane
+from support import reliability
 
 BURST = 200
 
@@ -33,7 +32,7 @@ def test_a_burst_of_200_trainjobs_converges_across_an_apiserver_restart(  # noqa
     figures: Any,
     profile: Any,
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     restarts: list[float] = []
     converge: list[float] = []
     retried_creates = 0
@@ -41,14 +40,14 @@ def test_a_burst_of_200_trainjobs_converges_across_an_apiserver_restart(  # noqa
     done_at_restart: list[int] = []
     for run in range(profile.runs):
         names = [f"burst{run}-{i:03d}" for i in range(BURST)]
-        jobs = [support.trainjob(namespace, name) for name in names]
-        manager = support.TrainerManager(service_account_kubeconfig, name=f"restart-{run}").start()
-        errors_before = support.reconcile_errors()
+        jobs = [reliability.trainjob(namespace, name) for name in names]
+        manager = reliability.TrainerManager(service_account_kubeconfig, name=f"restart-{run}").start()
+        errors_before = reliability.reconcile_errors()
         try:
             began = time.monotonic()
-            retried_creates += support.create_all(admin, jobs[: BURST // 2])
+            retried_creates += reliability.create_all(admin, jobs[: BURST // 2])
             failures: list[BaseException] = []
-            done_at_restart.append(len(support.inventory(admin, namespace, names).jobsets))
+            done_at_restart.append(len(reliability.inventory(admin, namespace, names).jobsets))
 
             def restart(failures: list[BaseException] = failures) -> None:
                 started = time.monotonic()
@@ -61,21 +60,21 @@ def test_a_burst_of_200_trainjobs_converges_across_an_apiserver_restart(  # noqa
             restarter = threading.Thread(target=restart, name="test/apiserver-restart")
             restarter.start()
             try:
-                retried_creates += support.create_all(admin, jobs[BURST // 2 :])
+                retried_creates += reliability.create_all(admin, jobs[BURST // 2 :])
             finally:
                 restarter.join(180)
             assert not restarter.is_alive() and not failures, failures
 
-            found = support.eventually(
-                lambda names=names: support.converged(admin, namespace, names), timeout=180, interval=1.0
+            found = reliability.eventually(
+                lambda names=names: reliability.converged(admin, namespace, names), timeout=180, interval=1.0
             )
             converge.append(time.monotonic() - began)
             assert found.lost == [] and found.duplicated == [] and found.orphaned == [], found
             assert len(found.jobsets) == BURST
             # Every failed reconcile was retried until it succeeded: nothing is left queued or backing off.
-            support.eventually(manager.queue_idle, timeout=30, interval=0.5)
+            reliability.eventually(manager.queue_idle, timeout=30, interval=0.5)
             assert manager.failures == []
-            errors_seen += support.reconcile_errors() - errors_before
+            errors_seen += reliability.reconcile_errors() - errors_before
         finally:
             manager.stop()
     figures.report(
@@ -86,8 +85,8 @@ def test_a_burst_of_200_trainjobs_converges_across_an_apiserver_restart(  # noqa
         lost=0,
         duplicated=0,
         jobsets_made_when_the_restart_began=done_at_restart,
-        restart_s_median_max=support.median_max(restarts),
-        converged_s_median_max=support.median_max(converge),
+        restart_s_median_max=reliability.median_max(restarts),
+        converged_s_median_max=reliability.median_max(converge),
         creates_retried=retried_creates,
         reconcile_errors_all_retried=int(errors_seen),
     )

@@ -20,11 +20,10 @@ from pathlib import Path
 import pytest
 
 from controller.client import Client
-from controller.envtest import load_script
 from controller.envtest.certs import CertificateAuthority
 from controller.transport import Transport
+from support import faultproxy
 
-faultproxy = load_script(Path(__file__).with_name("faultproxy.py"), "_reliability_faultproxy")
 Fault = faultproxy.Fault
 FaultProxy = faultproxy.FaultProxy
 request_info = faultproxy.request_info

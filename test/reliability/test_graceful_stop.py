@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from controller.client import Client
-from controller.envtest import load_script
-
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
+from support import reliability
 
 BURST = 150
 GRACEFUL_TIMEOUT = 30.0  # controller.manager.ManagerOptions.graceful_shutdown_timeout, the binary's default
 
 
 def _made(admin: Client, namespace: str) -> dict[str, str]:
-    return {j["metadata"]["name"]: j["metadata"]["uid"] for j in admin.list(support.JOBSET, namespace).items}
+    return {
+        j["metadata"]["name"]: j["metadata"]["uid"] for j in admin.list(reliability.JOBSET, namespace).items
+    }
 
 
 def test_sigterm_mid_burst_stops_within_the_timeout_and_a_restart_finishes_the_work(  # noqa: PLR0917
@@ -36,22 +36,22 @@ def test_sigterm_mid_burst_stops_within_the_timeout_and_a_restart_finishes_the_w
     figures: Any,
     profile: Any,
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     stops: list[float] = []
     half_done: list[int] = []
     for run in range(profile.runs):
-        first = support.ManagerProcess(
+        first = reliability.ManagerProcess(
             tmp_path / f"first-{run}", service_account_kubeconfig, name=f"first-{run}"
         )
-        second = support.ManagerProcess(
+        second = reliability.ManagerProcess(
             tmp_path / f"second-{run}", service_account_kubeconfig, name=f"second-{run}"
         )
         try:
             first.start()
-            support.eventually(lambda first=first: _leading(first), timeout=90, interval=0.2)
+            reliability.eventually(lambda first=first: _leading(first), timeout=90, interval=0.2)
             names = [f"g{run}-{i:03d}" for i in range(BURST)]
-            support.create_all(admin, [support.trainjob(namespace, n) for n in names])
-            support.wait_for(
+            reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in names])
+            reliability.wait_for(
                 lambda names=names: len(set(_made(admin, namespace)) & set(names)) >= 10, timeout=60
             )
 
@@ -63,13 +63,13 @@ def test_sigterm_mid_burst_stops_within_the_timeout_and_a_restart_finishes_the_w
             assert stops[-1] <= GRACEFUL_TIMEOUT, f"stopped after {stops[-1]:.1f} s"
             assert first.events("leader.released"), first.tail()
             assert first.events("setup.stopped"), first.tail()
-            left = support.inventory(admin, namespace, names)
+            left = reliability.inventory(admin, namespace, names)
             half_done.append(len(left.lost))
             made_before = {n: u for n, u in _made(admin, namespace).items() if n in set(names)}
 
             second.start()
-            found = support.eventually(
-                lambda names=names: support.converged(admin, namespace, names), timeout=120, interval=0.5
+            found = reliability.eventually(
+                lambda names=names: reliability.converged(admin, namespace, names), timeout=120, interval=0.5
             )
             assert found.duplicated == [] and found.orphaned == []
             assert {n: found.jobsets[n] for n in made_before} == made_before, "a JobSet was made twice"
@@ -82,7 +82,7 @@ def test_sigterm_mid_burst_stops_within_the_timeout_and_a_restart_finishes_the_w
         trainjobs_per_run=BURST,
         faults_injected=profile.runs,
         unfinished_at_stop=half_done,
-        stop_s_median_max=support.median_max(stops),
+        stop_s_median_max=reliability.median_max(stops),
         graceful_timeout_s=GRACEFUL_TIMEOUT,
         lost=0,
         duplicated=0,

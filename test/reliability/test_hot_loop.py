@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 
 from controller.client import Client
-from controller.envtest import ControlPlane, load_script
+from controller.envtest import ControlPlane
+from support import reliability
 
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
-Fault = support.faultproxy.Fault
+Fault = reliability.faultproxy.Fault
 
 IDLE = 100
 FAILING = "always-failing"
@@ -56,7 +56,7 @@ def _about_failing(info: Any) -> bool:
 
 @pytest.fixture(
     scope="module",
-    params=[support.CI, pytest.param(support.SOAK, marks=pytest.mark.soak)],
+    params=[reliability.CI, pytest.param(reliability.SOAK, marks=pytest.mark.soak)],
     ids=["ci", "soak"],
 )
 def window(
@@ -69,8 +69,8 @@ def window(
     profile = request.param
     ns = f"hot-loop-{profile.name}-{secrets.token_hex(3)}"
     admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    admin.create(support.torch_runtime(ns), field_manager=support.USER)
-    proxies = support.ApiserverProxies(control_plane, tmp_path_factory.mktemp("hot-loop-proxies"))
+    admin.create(reliability.torch_runtime(ns), field_manager=reliability.USER)
+    proxies = reliability.ApiserverProxies(control_plane, tmp_path_factory.mktemp("hot-loop-proxies"))
     proxy = proxies.new("hot-loop")
     proxy.inject(
         Fault(
@@ -79,18 +79,18 @@ def window(
             message=f'JobSet.jobset.x-k8s.io "{FAILING}" is invalid: refused (injected by faultproxy)',
         )
     )
-    support.delete_lease(admin)
-    manager = support.TrainerManager(
+    reliability.delete_lease(admin)
+    manager = reliability.TrainerManager(
         proxies.kubeconfig(proxy, service_account_kubeconfig, "hot-loop"),
         name="hot-loop",
         leader_election=True,
     ).start()
     try:
         names = [f"idle-{i:03d}" for i in range(IDLE)]
-        support.create_all(admin, [support.trainjob(ns, n) for n in names])
-        admin.create(support.trainjob(ns, FAILING), field_manager=support.USER)
+        reliability.create_all(admin, [reliability.trainjob(ns, n) for n in names])
+        admin.create(reliability.trainjob(ns, FAILING), field_manager=reliability.USER)
         failing_created = time.monotonic()
-        support.eventually(lambda: support.converged(admin, ns, names), timeout=120, interval=0.5)
+        reliability.eventually(lambda: reliability.converged(admin, ns, names), timeout=120, interval=0.5)
         time.sleep(1.0)  # the last status writes of the burst land before the window opens
         began = time.monotonic()
         time.sleep(profile.idle_window)
@@ -105,8 +105,8 @@ def window(
     finally:
         manager.stop()
         proxies.stop_all()
-        support.delete_lease(admin)
-        support.empty_namespace(admin, ns)
+        reliability.delete_lease(admin)
+        reliability.empty_namespace(admin, ns)
     yield Window(profile, began, ended, failing_created, exchanges, attempts, ns)
 
 

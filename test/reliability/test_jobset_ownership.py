@@ -16,10 +16,8 @@ from typing import Any
 import pytest
 
 from controller.client import Client
-from controller.envtest import load_script
 from controller.reconcile import Request
-
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
+from support import reliability
 
 pytestmark = pytest.mark.allow_thread_leaks  # the module's manager outlives each test
 
@@ -35,7 +33,7 @@ COMPLETED = {
 
 @pytest.fixture(scope="module")
 def manager(service_account_kubeconfig: Path) -> Iterator[Any]:
-    running = support.TrainerManager(service_account_kubeconfig, name="ownership").start()
+    running = reliability.TrainerManager(service_account_kubeconfig, name="ownership").start()
     yield running
     running.stop()
     assert running.failures == []
@@ -59,21 +57,23 @@ def _owner_of(jobset: dict[str, Any], path_piece: str) -> list[str]:
 def test_a_jobset_deleted_while_its_trainjob_runs_is_recreated(
     manager: Any, admin: Client, namespace: str, figures: Any
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
-    admin.create(support.trainjob(namespace, "running", suspend=False), field_manager=support.USER)
-    first = support.eventually(lambda: support.get(admin, support.JOBSET, "running", namespace), timeout=30)
-    admin.delete(support.JOBSET, "running", namespace)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
+    admin.create(reliability.trainjob(namespace, "running", suspend=False), field_manager=reliability.USER)
+    first = reliability.eventually(
+        lambda: reliability.get(admin, reliability.JOBSET, "running", namespace), timeout=30
+    )
+    admin.delete(reliability.JOBSET, "running", namespace)
     deleted = time.monotonic()
 
     def recreated() -> dict[str, Any]:
-        jobset = support.get(admin, support.JOBSET, "running", namespace)
+        jobset = reliability.get(admin, reliability.JOBSET, "running", namespace)
         assert jobset["metadata"]["uid"] != first["metadata"]["uid"], "still the deleted JobSet"
         return jobset
 
-    second = support.eventually(recreated, timeout=30)
+    second = reliability.eventually(recreated, timeout=30)
     took = time.monotonic() - deleted
     assert second["spec"]["replicatedJobs"] == first["spec"]["replicatedJobs"]
-    found = support.inventory(admin, namespace, ["running"], expect_condition=None)
+    found = reliability.inventory(admin, namespace, ["running"], expect_condition=None)
     assert found.lost == [] and found.duplicated == []
     figures.report(
         "JobSet deleted while running", runs=1, faults_injected=1, recreated_s=took, lost=0, duplicated=0
@@ -83,27 +83,27 @@ def test_a_jobset_deleted_while_its_trainjob_runs_is_recreated(
 def test_a_jobset_removed_by_its_ttl_after_completion_is_not_recreated(
     manager: Any, admin: Client, namespace: str, figures: Any
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
-    admin.create(support.trainjob(namespace, "done", suspend=False), field_manager=support.USER)
-    support.eventually(lambda: support.get(admin, support.JOBSET, "done", namespace), timeout=30)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
+    admin.create(reliability.trainjob(namespace, "done", suspend=False), field_manager=reliability.USER)
+    reliability.eventually(lambda: reliability.get(admin, reliability.JOBSET, "done", namespace), timeout=30)
     node_status = {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
     admin.patch_status(
-        support.JOBSET,
+        reliability.JOBSET,
         "done",
         {"status": {"conditions": [COMPLETED], "replicatedJobsStatus": [node_status]}},
         namespace,
     )
 
     def complete() -> None:
-        got = support.get(admin, support.TRAINJOB, "done", namespace)
-        assert support.condition_types(got).get("Complete") == "True", got.get("status")
+        got = reliability.get(admin, reliability.TRAINJOB, "done", namespace)
+        assert reliability.condition_types(got).get("Complete") == "True", got.get("status")
 
-    support.eventually(complete, timeout=30)
+    reliability.eventually(complete, timeout=30)
     admin.delete(
-        support.JOBSET, "done", namespace
+        reliability.JOBSET, "done", namespace
     )  # what the JobSet controller does at ttlSecondsAfterFinished
-    support.eventually(
-        lambda: support.absent(admin, support.JOBSET, "done", namespace) or _raise(), timeout=30
+    reliability.eventually(
+        lambda: reliability.absent(admin, reliability.JOBSET, "done", namespace) or _raise(), timeout=30
     )
     # Reconciled again after the removal (the delete event, and these calls), the JobSet stays gone.
     reconciles = 3
@@ -111,10 +111,13 @@ def test_a_jobset_removed_by_its_ttl_after_completion_is_not_recreated(
         manager.controllers.trainjob.reconcile(Request(namespace=namespace, name="done"))
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        assert support.absent(admin, support.JOBSET, "done", namespace)
+        assert reliability.absent(admin, reliability.JOBSET, "done", namespace)
         time.sleep(0.2)
     assert (
-        support.condition_types(support.get(admin, support.TRAINJOB, "done", namespace))["Complete"] == "True"
+        reliability.condition_types(reliability.get(admin, reliability.TRAINJOB, "done", namespace))[
+            "Complete"
+        ]
+        == "True"
     )
     figures.report(
         "JobSet removed by TTL after completion",
@@ -132,11 +135,13 @@ def _raise() -> bool:
 def test_another_field_manager_loses_our_fields_on_the_next_apply_and_keeps_its_own(
     manager: Any, admin: Client, namespace: str, figures: Any
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     admin.create(
-        support.trainjob(namespace, "shared"), field_manager=support.USER
+        reliability.trainjob(namespace, "shared"), field_manager=reliability.USER
     )  # suspended: applied each time
-    ours = support.eventually(lambda: support.get(admin, support.JOBSET, "shared", namespace), timeout=30)
+    ours = reliability.eventually(
+        lambda: reliability.get(admin, reliability.JOBSET, "shared", namespace), timeout=30
+    )
     image = _node(ours)["image"]
     assert image == "test:runtime"
 
@@ -173,11 +178,11 @@ def test_another_field_manager_loses_our_fields_on_the_next_apply_and_keeps_its_
     assert _owner_of(taken, "f:image") == [INTRUDER]
 
     def won_back() -> dict[str, Any]:
-        jobset = support.get(admin, support.JOBSET, "shared", namespace)
+        jobset = reliability.get(admin, reliability.JOBSET, "shared", namespace)
         assert _node(jobset)["image"] == image, "the intruder's image is still there"
         return jobset
 
-    jobset = support.eventually(won_back, timeout=30)
+    jobset = reliability.eventually(won_back, timeout=30)
     took = time.monotonic() - edited
     assert jobset["metadata"]["annotations"][f"{INTRUDER}/note"] == "keep"
     assert _owner_of(jobset, f"{INTRUDER}/note") == [INTRUDER]

@@ -31,17 +31,16 @@ from typing import Any
 import pytest
 
 from controller.client import Client
-from controller.envtest import load_script
+from support import reliability
+from support.toy_manager import worst_takeover
 
 HERE = Path(__file__).resolve().parent
-support = load_script(HERE / "support.py", "_reliability_support")
 # The takeover bound of the toy-manager test (client-go's worst case plus the scheduling margin), reused.
-_takeover = load_script(HERE.parent / "integration" / "test_manager_integration.py", "_manager_integration")
 
-DEFAULT = support.DEFAULT_TIMINGS  # client-go's, as the shipped configuration
-BOUND = _takeover.worst_takeover(DEFAULT.retry_period)
-assert support.DEFAULT_TIMINGS.worst_takeover() == BOUND, (
-    "support.LeaseTimings drifted from the toy test's bound"
+DEFAULT = reliability.DEFAULT_TIMINGS  # client-go's, as the shipped configuration
+BOUND = worst_takeover(DEFAULT.retry_period)
+assert reliability.DEFAULT_TIMINGS.worst_takeover() == BOUND, (
+    "reliability.LeaseTimings drifted from the toy test's bound"
 )
 EXIT_LEADER_ELECTION_LOST = 3
 START_TIMEOUT = 90.0
@@ -50,7 +49,7 @@ START_TIMEOUT = 90.0
 def _timings(profile: Any) -> Any:
     """The partition and lost-Lease scenarios show behaviour, not the default figures: short timings in
     the default run (a third of the wait), client-go's in the soak."""
-    return support.SHORT_TIMINGS if profile.name == "ci" else DEFAULT
+    return reliability.SHORT_TIMINGS if profile.name == "ci" else DEFAULT
 
 
 @pytest.fixture
@@ -58,7 +57,7 @@ def processes(tmp_path: Path, clean_lease: None) -> Iterator[Callable[..., Any]]
     started: list[Any] = []
 
     def start(name: str, kubeconfig: Path, **options: Any) -> Any:
-        process = support.ManagerProcess(tmp_path / name, kubeconfig, name=name, **options).start()
+        process = reliability.ManagerProcess(tmp_path / name, kubeconfig, name=name, **options).start()
         started.append(process)
         return process
 
@@ -73,7 +72,7 @@ def _elect(admin: Client, pair: tuple[Any, Any]) -> tuple[Any, Any]:
     def leader() -> tuple[Any, Any]:
         for process in pair:
             assert process.running(), f"{process.name} exited:\n{process.tail()}"
-        holder = support.lease_holder(admin)
+        holder = reliability.lease_holder(admin)
         by_identity = {p.identity: p for p in pair}
         assert holder in by_identity, f"holder {holder!r} is not one of {sorted(by_identity)}"
         elected = by_identity[holder]
@@ -84,12 +83,12 @@ def _elect(admin: Client, pair: tuple[Any, Any]) -> tuple[Any, Any]:
         )
         return elected, other
 
-    result: tuple[Any, Any] = support.eventually(leader, timeout=START_TIMEOUT, interval=0.2)
+    result: tuple[Any, Any] = reliability.eventually(leader, timeout=START_TIMEOUT, interval=0.2)
     return result
 
 
 def _jobset_uids(admin: Client, namespace: str, names: list[str]) -> dict[str, str]:
-    found = support.converged(admin, namespace, names)
+    found = reliability.converged(admin, namespace, names)
     return {name: found.jobsets[name] for name in names}
 
 
@@ -101,31 +100,37 @@ def test_the_standby_takes_over_within_client_go_bounds_after_sigkill_of_the_lea
     figures: Any,
     profile: Any,
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     took: list[float] = []
     trainjobs = 0
     for run in range(profile.runs):
-        support.delete_lease(admin)
+        reliability.delete_lease(admin)
         a = processes(f"kill{run}-a", service_account_kubeconfig)
         b = processes(f"kill{run}-b", service_account_kubeconfig)
         leader, standby = _elect(admin, (a, b))
         before = [f"k{run}-before-{i}" for i in range(10)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in before])
-        uids = support.eventually(lambda before=before: _jobset_uids(admin, namespace, before), timeout=60)
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in before])
+        uids = reliability.eventually(
+            lambda before=before: _jobset_uids(admin, namespace, before), timeout=60
+        )
         around = [f"k{run}-around-{i}" for i in range(10)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in around])
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in around])
 
         leader.kill()
         killed = time.monotonic()
-        support.eventually(lambda standby=standby: _holds(admin, standby), timeout=BOUND + 10, interval=0.1)
+        reliability.eventually(
+            lambda standby=standby: _holds(admin, standby), timeout=BOUND + 10, interval=0.1
+        )
         took.append(time.monotonic() - killed)
         assert took[-1] <= BOUND, f"takeover took {took[-1]:.1f} s (bound {BOUND:.1f} s)\n{standby.tail()}"
         assert leader.process.returncode() == -9
 
         after = [f"k{run}-after-{i}" for i in range(10)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in after])
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in after])
         names = before + around + after
-        found = support.eventually(lambda names=names: support.converged(admin, namespace, names), timeout=60)
+        found = reliability.eventually(
+            lambda names=names: reliability.converged(admin, namespace, names), timeout=60
+        )
         assert found.duplicated == [] and found.orphaned == []
         assert {n: found.jobsets[n] for n in before} == uids, "a JobSet made before the kill was made again"
         trainjobs += len(names)
@@ -137,13 +142,13 @@ def test_the_standby_takes_over_within_client_go_bounds_after_sigkill_of_the_lea
         trainjobs=trainjobs,
         lost=0,
         duplicated=0,
-        failover_s_median_max=support.median_max(took),
+        failover_s_median_max=reliability.median_max(took),
         bound_s=BOUND,
     )
 
 
 def _holds(admin: Client, process: Any) -> None:
-    holder = support.lease_holder(admin)
+    holder = reliability.lease_holder(admin)
     assert holder == process.identity, f"holder is {holder!r}"
 
 
@@ -156,13 +161,13 @@ def test_a_partitioned_leader_exits_non_zero_and_the_standby_takes_over(  # noqa
     figures: Any,
     profile: Any,
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     timings = _timings(profile)
     bound = timings.worst_takeover()
     took: list[float] = []
     exited: list[float] = []
     for run in range(profile.runs):
-        support.delete_lease(admin)
+        reliability.delete_lease(admin)
         pair = []
         routes = {}
         for side in ("a", "b"):
@@ -173,27 +178,33 @@ def test_a_partitioned_leader_exits_non_zero_and_the_standby_takes_over(  # noqa
             routes[process.name] = proxy
         leader, standby = _elect(admin, (pair[0], pair[1]))
         before = [f"p{run}-before-{i}" for i in range(10)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in before])
-        uids = support.eventually(lambda before=before: _jobset_uids(admin, namespace, before), timeout=60)
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in before])
+        uids = reliability.eventually(
+            lambda before=before: _jobset_uids(admin, namespace, before), timeout=60
+        )
 
         cut_off = routes[leader.name]
         cut_off.blackhole()
         partitioned = time.monotonic()
         during = [f"p{run}-during-{i}" for i in range(10)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in during])
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in during])
 
         code = leader.wait(timings.renew_deadline + 30)
         exited.append(time.monotonic() - partitioned)
         assert code == EXIT_LEADER_ELECTION_LOST, f"exit status {code}\n{leader.tail()}"
         assert leader.events("setup.leader_election_lost"), leader.tail()
-        support.eventually(lambda standby=standby: _holds(admin, standby), timeout=bound + 10, interval=0.1)
+        reliability.eventually(
+            lambda standby=standby: _holds(admin, standby), timeout=bound + 10, interval=0.1
+        )
         took.append(time.monotonic() - partitioned)
         assert took[-1] <= bound, f"takeover took {took[-1]:.1f} s (bound {bound:.1f} s)"
         # Nothing the partitioned leader sent after the cut reached kube-apiserver.
         assert cut_off.exchanges(since=partitioned) == []
 
         names = before + during
-        found = support.eventually(lambda names=names: support.converged(admin, namespace, names), timeout=60)
+        found = reliability.eventually(
+            lambda names=names: reliability.converged(admin, namespace, names), timeout=60
+        )
         assert found.duplicated == [] and found.orphaned == []
         assert {n: found.jobsets[n] for n in before} == uids
         # Not healed: what the dead leader sent into the partition is dropped with the proxy at teardown.
@@ -205,9 +216,9 @@ def test_a_partitioned_leader_exits_non_zero_and_the_standby_takes_over(  # noqa
         lost=0,
         duplicated=0,
         lease_renew_retry_s=f"{timings.lease_duration:g}/{timings.renew_deadline:g}/{timings.retry_period:g}",
-        leader_exit_s_median_max=support.median_max(exited),
+        leader_exit_s_median_max=reliability.median_max(exited),
         leader_exit_status=EXIT_LEADER_ELECTION_LOST,
-        failover_s_median_max=support.median_max(took),
+        failover_s_median_max=reliability.median_max(took),
         bound_s=bound,
     )
 
@@ -220,13 +231,13 @@ def test_a_leader_whose_lease_is_taken_takes_no_new_work_and_exits_non_zero(  # 
     figures: Any,
     profile: Any,
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     timings = _timings(profile)
     a = processes("taken-a", service_account_kubeconfig, timings=timings)
     b = processes("taken-b", service_account_kubeconfig, timings=timings)
     leader, standby = _elect(admin, (a, b))
 
-    lease = admin.get(support.LEASE, support.LEASE_NAME, support.OPERATOR_NAMESPACE)
+    lease = admin.get(reliability.LEASE, reliability.LEASE_NAME, reliability.OPERATOR_NAMESPACE)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease["spec"].update(
         holderIdentity="someone-else", leaseDurationSeconds=3600, renewTime=now, acquireTime=now
@@ -234,22 +245,22 @@ def test_a_leader_whose_lease_is_taken_takes_no_new_work_and_exits_non_zero(  # 
     admin.update(lease)
     taken = time.monotonic()
     # As client-go, a leader that cannot renew keeps leading until its renew deadline (10 s) has passed.
-    support.eventually(lambda: _logged_loss(leader), timeout=timings.renew_deadline + 20, interval=0.1)
+    reliability.eventually(lambda: _logged_loss(leader), timeout=timings.renew_deadline + 20, interval=0.1)
     noticed = time.monotonic() - taken
 
     late = [f"late-{i}" for i in range(5)]
-    support.create_all(admin, [support.trainjob(namespace, n) for n in late])
+    reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in late])
     code = leader.wait(30)
     assert code == EXIT_LEADER_ELECTION_LOST, f"exit status {code}\n{leader.tail()}"
     # Nobody leads (the Lease is someone else's for an hour): the TrainJobs wait, none gets a JobSet.
     quiet_until = time.monotonic() + 3.0
     while time.monotonic() < quiet_until:
-        assert [n for n in late if not support.absent(admin, support.JOBSET, n, namespace)] == []
+        assert [n for n in late if not reliability.absent(admin, reliability.JOBSET, n, namespace)] == []
         time.sleep(0.25)
 
-    support.delete_lease(admin)  # the other holder goes away: the standby acquires at its next try
-    support.eventually(lambda: _holds(admin, standby), timeout=timings.worst_takeover(), interval=0.1)
-    found = support.eventually(lambda: support.converged(admin, namespace, late), timeout=60)
+    reliability.delete_lease(admin)  # the other holder goes away: the standby acquires at its next try
+    reliability.eventually(lambda: _holds(admin, standby), timeout=timings.worst_takeover(), interval=0.1)
+    found = reliability.eventually(lambda: reliability.converged(admin, namespace, late), timeout=60)
     assert found.duplicated == []
     figures.report(
         f"leader loses its Lease ({profile.name})",

@@ -22,12 +22,11 @@ import pytest
 import yaml
 
 from controller.client import Client
-from controller.envtest import load_script
+from support import rbac_probes, reliability
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RBAC = ROOT / "config" / "rbac"
-support = load_script(HERE / "support.py", "_reliability_support")
 
 ROLE_KINDS = ("Role", "ClusterRole")
 _RULE_START = re.compile(r"^(\s*)- apiGroups:")
@@ -78,10 +77,7 @@ def _grants(rule: dict[str, Any]) -> set[tuple[str, str, str]]:
 @pytest.fixture(scope="module")
 def probed() -> set[tuple[str, str, str]]:
     """The permissions ``test/integration/test_install_manifests.py`` shows needed, one rule at a time."""
-    module = load_script(
-        ROOT / "test" / "integration" / "test_install_manifests.py", "_install_manifests_tests"
-    )
-    return {grant for probe in module.PROBES for grant in probe.grants} | set(module.KEPT)
+    return {grant for probe in rbac_probes.PROBES for grant in probe.grants} | set(rbac_probes.KEPT)
 
 
 def test_no_role_of_the_manager_has_a_wildcard() -> None:
@@ -118,7 +114,7 @@ def test_every_rule_is_explained_by_its_comment_or_shown_needed_by_a_test(
 def test_the_shipped_deployment_draws_no_pod_security_warning_at_restricted(
     admin: Client, namespace: str, envtest_binaries: Any
 ) -> None:
-    install = support.install
+    install = reliability.install
     kubectl = install.kubectl_beside(envtest_binaries.kube_apiserver)
     if not kubectl.is_file():
         pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
@@ -126,7 +122,7 @@ def test_the_shipped_deployment_draws_no_pod_security_warning_at_restricted(
         o for o in install.kustomize_build(kubectl, install.DEFAULT_OVERLAY) if o["kind"] == "Deployment"
     ]
     admin.patch(
-        support.GVK("", "v1", "Namespace"),
+        reliability.GVK("", "v1", "Namespace"),
         namespace,
         {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
     )

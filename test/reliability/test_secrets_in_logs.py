@@ -21,10 +21,9 @@ import orjson
 import yaml
 
 from controller.client import Client
-from controller.envtest import load_script
+from support import reliability
 
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
-Fault = support.faultproxy.Fault
+Fault = reliability.faultproxy.Fault
 
 WEBHOOK_SECRET = "kubeflow-trainer-webhook-cert"
 MPI_JOBS = 3
@@ -59,7 +58,7 @@ def test_secret_contents_never_appear_in_logs_or_events(  # noqa: PLR0917 - fixt
     clean_lease: None,
     figures: Any,
 ) -> None:
-    admin.create(support.mpi_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.mpi_runtime(namespace), field_manager=reliability.USER)
     proxy = proxies.new("secrets")
     # Only the MPI Secrets (applied by name): the certificate rotator writes its Secret at start and would
     # otherwise be able to take both refusals, so that no MPI failure path ran.
@@ -76,25 +75,29 @@ def test_secret_contents_never_appear_in_logs_or_events(  # noqa: PLR0917 - fixt
         )
     )
     kubeconfig = proxies.kubeconfig(proxy, service_account_kubeconfig, "secrets")
-    process = support.ManagerProcess(
+    process = reliability.ManagerProcess(
         tmp_path / "manager", kubeconfig, name="secrets", cert_management=True, log_level="debug"
     ).start()
     try:
         names = [f"mpi-{i}" for i in range(MPI_JOBS)]
-        support.create_all(
-            admin, [support.trainjob(namespace, n, "mpi", suspend=i == 0) for i, n in enumerate(names)]
+        reliability.create_all(
+            admin, [reliability.trainjob(namespace, n, "mpi", suspend=i == 0) for i, n in enumerate(names)]
         )
 
         def written() -> list[dict[str, Any]]:
             assert process.running(), process.tail()
-            secrets = [support.get(admin, support.SECRET, f"{n}-mpi-ssh-auth", namespace) for n in names]
-            rotated = support.get(admin, support.SECRET, WEBHOOK_SECRET, support.OPERATOR_NAMESPACE)
+            secrets = [
+                reliability.get(admin, reliability.SECRET, f"{n}-mpi-ssh-auth", namespace) for n in names
+            ]
+            rotated = reliability.get(
+                admin, reliability.SECRET, WEBHOOK_SECRET, reliability.OPERATOR_NAMESPACE
+            )
             assert (rotated.get("data") or {}).get("tls.key"), "the rotator has not written its Secret yet"
             return [*secrets, rotated]
 
-        secrets = support.eventually(written, timeout=90, interval=0.5)
-        support.eventually(
-            lambda: support.converged(admin, namespace, names, expect_condition=None), timeout=60
+        secrets = reliability.eventually(written, timeout=90, interval=0.5)
+        reliability.eventually(
+            lambda: reliability.converged(admin, namespace, names, expect_condition=None), timeout=60
         )
         assert refused.injected == 2
     finally:
@@ -113,7 +116,7 @@ def test_secret_contents_never_appear_in_logs_or_events(  # noqa: PLR0917 - fixt
     logged = orjson.dumps({"value": base64.b64decode(key_b64).decode()}).decode()
     assert any(needle in logged for needle in needles(key_b64) if needle != key_b64)
     log = process.log_path.read_text(errors="replace")
-    events = admin.list(support.EVENT).items
+    events = admin.list(reliability.EVENT).items
     events_text = orjson.dumps(events).decode()
     leaks = [what for what, needle in searched.items() if needle in log or needle in events_text]
     assert leaks == [], f"Secret contents found in the log or in Events: {leaks}"

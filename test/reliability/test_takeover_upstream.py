@@ -21,12 +21,10 @@ import pytest
 import yaml
 
 from controller.client import Client
-from controller.envtest import load_script
+from support import reliability, upstream
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-support = load_script(HERE / "support.py", "_reliability_support")
-upstream = load_script(ROOT / "hack" / "upstream_trainer.py", "_upstream_trainer")
 
 RUNTIME = "torch-distributed"
 FIRST = [f"up-{i:02d}" for i in range(10)]  # made under upstream; the last stays suspended
@@ -61,7 +59,7 @@ def _runtime(namespace: str) -> dict[str, Any]:
 
 
 def _trainjob(namespace: str, name: str, *, suspend: bool) -> dict[str, Any]:
-    return support.trainjob(namespace, name, RUNTIME, suspend=suspend)
+    return reliability.trainjob(namespace, name, RUNTIME, suspend=suspend)
 
 
 def _writes(proxy: Any, since: float | None = None) -> list[Any]:
@@ -78,7 +76,7 @@ def _settle(proxy: Any, *, timeout: float = 45.0) -> None:
         last = _writes(proxy)
         assert not last or time.monotonic() - last[-1].at >= QUIET, "still writing"
 
-    support.eventually(quiet, timeout=timeout, interval=0.2)
+    reliability.eventually(quiet, timeout=timeout, interval=0.2)
 
 
 def _snapshot(admin: Client, namespace: str, names: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -86,9 +84,9 @@ def _snapshot(admin: Client, namespace: str, names: Iterable[str]) -> dict[str, 
     generation, managedFields and status."""
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        trainjob = support.get(admin, support.TRAINJOB, name, namespace)
-        jobset = support.get(admin, support.JOBSET, name, namespace)
-        snapshot = support.get(admin, support.CONFIGMAP, f"{name}{SNAPSHOT}", namespace)
+        trainjob = reliability.get(admin, reliability.TRAINJOB, name, namespace)
+        jobset = reliability.get(admin, reliability.JOBSET, name, namespace)
+        snapshot = reliability.get(admin, reliability.CONFIGMAP, f"{name}{SNAPSHOT}", namespace)
         out[name] = {
             kind: {
                 "uid": obj["metadata"]["uid"],
@@ -114,14 +112,14 @@ def _running(admin: Client, namespace: str, names: Iterable[str]) -> None:
     """What the JobSet controller would write for a JobSet whose one pod runs."""
     for name in names:
         node = {"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
-        admin.patch_status(support.JOBSET, name, {"status": {"replicatedJobsStatus": [node]}}, namespace)
+        admin.patch_status(reliability.JOBSET, name, {"status": {"replicatedJobsStatus": [node]}}, namespace)
 
 
 def _complete(admin: Client, namespace: str, names: Iterable[str]) -> None:
     for name in names:
         node = {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
         admin.patch_status(
-            support.JOBSET,
+            reliability.JOBSET,
             name,
             {"status": {"conditions": [COMPLETED], "replicatedJobsStatus": [node]}},
             namespace,
@@ -130,14 +128,16 @@ def _complete(admin: Client, namespace: str, names: Iterable[str]) -> None:
 
 def _all_complete(admin: Client, namespace: str, names: Iterable[str]) -> None:
     for name in names:
-        got = support.get(admin, support.TRAINJOB, name, namespace)
-        assert support.condition_types(got).get("Complete") == "True", (name, got.get("status"))
+        got = reliability.get(admin, reliability.TRAINJOB, name, namespace)
+        assert reliability.condition_types(got).get("Complete") == "True", (name, got.get("status"))
 
 
 def _jobsets_made(admin: Client, namespace: str, names: Iterable[str]) -> None:
     for name in names:
-        support.get(admin, support.JOBSET, name, namespace)
-        support.get(admin, support.CONFIGMAP, f"{name}{SNAPSHOT}", namespace)  # upstream v2.3.0 makes it too
+        reliability.get(admin, reliability.JOBSET, name, namespace)
+        reliability.get(
+            admin, reliability.CONFIGMAP, f"{name}{SNAPSHOT}", namespace
+        )  # upstream v2.3.0 makes it too
 
 
 def _judge(
@@ -232,7 +232,7 @@ def test_taking_over_from_upstream_and_handing_back(  # noqa: PLR0917
         upstream.binary_path()
     except upstream.UpstreamError as exc:
         pytest.skip(str(exc))
-    admin.create(_runtime(namespace), field_manager=support.USER)
+    admin.create(_runtime(namespace), field_manager=reliability.USER)
 
     # --- 1. upstream makes and runs the TrainJobs ---------------------------------------------------------
     up_proxy = proxies.new("upstream-1")
@@ -241,13 +241,13 @@ def test_taking_over_from_upstream_and_handing_back(  # noqa: PLR0917
     )
     ours: Any = None
     try:
-        support.eventually(
+        reliability.eventually(
             lambda: upstream.workers_started_at(theirs.log) or _raise("upstream's workers not started"),
             timeout=60,
             interval=0.2,
         )
-        support.create_all(admin, [_trainjob(namespace, n, suspend=n == FIRST[-1]) for n in FIRST])
-        support.eventually(lambda: _jobsets_made(admin, namespace, FIRST), timeout=60, interval=0.2)
+        reliability.create_all(admin, [_trainjob(namespace, n, suspend=n == FIRST[-1]) for n in FIRST])
+        reliability.eventually(lambda: _jobsets_made(admin, namespace, FIRST), timeout=60, interval=0.2)
         _running(admin, namespace, FIRST[:-1])
         _settle(up_proxy)
         before = _snapshot(admin, namespace, FIRST)
@@ -256,13 +256,13 @@ def test_taking_over_from_upstream_and_handing_back(  # noqa: PLR0917
 
         # --- 2. ours takes over ---------------------------------------------------------------------------
         our_proxy = proxies.new("ours")
-        reconciled, errors = _our_reconciles(), support.reconcile_errors()
+        reconciled, errors = _our_reconciles(), reliability.reconcile_errors()
         began = time.monotonic()
-        ours = support.TrainerManager(
+        ours = reliability.TrainerManager(
             proxies.kubeconfig(our_proxy, service_account_kubeconfig, "ours"), name="takeover"
         ).start()
-        support.wait_for(lambda: _our_reconciles() - reconciled >= len(FIRST), timeout=60)
-        support.eventually(ours.queue_idle, timeout=30, interval=0.1)
+        reliability.wait_for(lambda: _our_reconciles() - reconciled >= len(FIRST), timeout=60)
+        reliability.eventually(ours.queue_idle, timeout=30, interval=0.1)
         took_over = time.monotonic() - began
         _settle(our_proxy)
         judged = _judge("ours taking over", _writes(our_proxy), before, _snapshot(admin, namespace, FIRST))
@@ -272,13 +272,13 @@ def test_taking_over_from_upstream_and_handing_back(  # noqa: PLR0917
 
         # --- 3. they finish under ours ------------------------------------------------------------------
         _complete(admin, namespace, FIRST[:-1])
-        support.eventually(lambda: _all_complete(admin, namespace, FIRST[:-1]), timeout=60, interval=0.2)
-        assert support.inventory(admin, namespace, FIRST, expect_condition=None).duplicated == []
-        assert support.reconcile_errors() == errors, "our reconciles of upstream's TrainJobs failed"
+        reliability.eventually(lambda: _all_complete(admin, namespace, FIRST[:-1]), timeout=60, interval=0.2)
+        assert reliability.inventory(admin, namespace, FIRST, expect_condition=None).duplicated == []
+        assert reliability.reconcile_errors() == errors, "our reconciles of upstream's TrainJobs failed"
 
         # --- 4. and back: ours makes more, upstream takes over ---------------------------------------------
-        support.create_all(admin, [_trainjob(namespace, n, suspend=n == SECOND[-1]) for n in SECOND])
-        support.eventually(lambda: _jobsets_made(admin, namespace, SECOND), timeout=60, interval=0.2)
+        reliability.create_all(admin, [_trainjob(namespace, n, suspend=n == SECOND[-1]) for n in SECOND])
+        reliability.eventually(lambda: _jobsets_made(admin, namespace, SECOND), timeout=60, interval=0.2)
         _running(admin, namespace, SECOND[:-1])
         _settle(our_proxy)
         everything = FIRST + SECOND
@@ -291,15 +291,15 @@ def test_taking_over_from_upstream_and_handing_back(  # noqa: PLR0917
         theirs = upstream.start(
             proxies.kubeconfig(back_proxy, service_account_kubeconfig, "upstream-2"), tmp_path / "upstream-2"
         )
-        support.wait_for(lambda: _reconciles(theirs.metrics_text()) >= len(everything), timeout=60)
+        reliability.wait_for(lambda: _reconciles(theirs.metrics_text()) >= len(everything), timeout=60)
         handed_back = time.monotonic() - began
         _settle(back_proxy)
         back = _judge(
             "upstream taking back", _writes(back_proxy), back_before, _snapshot(admin, namespace, everything)
         )
         _complete(admin, namespace, SECOND[:-1])
-        support.eventually(lambda: _all_complete(admin, namespace, SECOND[:-1]), timeout=60, interval=0.2)
-        assert support.inventory(admin, namespace, everything, expect_condition=None).duplicated == []
+        reliability.eventually(lambda: _all_complete(admin, namespace, SECOND[:-1]), timeout=60, interval=0.2)
+        assert reliability.inventory(admin, namespace, everything, expect_condition=None).duplicated == []
         assert _reconciler_errors(theirs.log) == [], theirs.log  # it reads our snapshots
     finally:
         theirs.stop()

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.client import Client
-from controller.envtest import load_script
 from controller.errors import NotFound
+from support import reliability
 
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
-Fault = support.faultproxy.Fault
+Fault = reliability.faultproxy.Fault
 
 BURST = 30
 WARM = 10  # TrainJobs settled before the faults; their snapshots are deleted under the faults
@@ -70,14 +69,16 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
     figures: Any,
     profile: Any,
 ) -> None:
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     proxy = proxies.new("throttled", seed=12)
     kubeconfig = proxies.kubeconfig(proxy, service_account_kubeconfig, "throttled")
-    manager = support.TrainerManager(kubeconfig, name="throttled").start()
+    manager = reliability.TrainerManager(kubeconfig, name="throttled").start()
     try:
         warm = [f"warm-{i:02d}" for i in range(WARM)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in warm])
-        support.eventually(lambda: support.converged(admin, namespace, warm), timeout=60, interval=0.5)
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in warm])
+        reliability.eventually(
+            lambda: reliability.converged(admin, namespace, warm), timeout=60, interval=0.5
+        )
         began = time.monotonic()
         faults = [
             proxy.inject(Fault(status=429, retry_after=RETRY_AFTER, fraction=0.2)),
@@ -85,19 +86,19 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
             proxy.inject(Fault(status=500, fraction=0.03)),
         ]
         for name in warm:
-            admin.delete(support.CONFIGMAP, f"{name}-runtime-snapshot", namespace)
+            admin.delete(reliability.CONFIGMAP, f"{name}-runtime-snapshot", namespace)
         names = [f"throttled-{i:02d}" for i in range(BURST)]
-        support.create_all(admin, [support.trainjob(namespace, n) for n in names])
+        reliability.create_all(admin, [reliability.trainjob(namespace, n) for n in names])
 
         def settled_with_snapshots() -> None:
-            support.converged(admin, namespace, [*warm, *names])
+            reliability.converged(admin, namespace, [*warm, *names])
             for name in warm:
                 try:
-                    admin.get(support.CONFIGMAP, f"{name}-runtime-snapshot", namespace)
+                    admin.get(reliability.CONFIGMAP, f"{name}-runtime-snapshot", namespace)
                 except NotFound as exc:
                     raise AssertionError(f"{name}'s snapshot not rebuilt yet") from exc
 
-        support.eventually(settled_with_snapshots, timeout=120, interval=0.5)
+        reliability.eventually(settled_with_snapshots, timeout=120, interval=0.5)
         settled = time.monotonic()
         converged_s = settled - began
         # Faults still on: nothing is left to do, so nothing may be written while they last.
@@ -121,10 +122,12 @@ def test_429_and_5xx_are_retried_with_backoff_honouring_retry_after(  # noqa: PL
         assert gaps["write"], "no write was answered 429"
         early_writes = [g for g in gaps["write"] if g < RETRY_AFTER - SLACK]
 
-        found = support.inventory(admin, namespace, [*warm, *names])
+        found = reliability.inventory(admin, namespace, [*warm, *names])
         assert found.lost == [] and found.duplicated == []
-        support.eventually(manager.queue_idle, timeout=30)
-        support.eventually(lambda: support.caches_match_server(manager, admin), timeout=60, interval=0.5)
+        reliability.eventually(manager.queue_idle, timeout=30)
+        reliability.eventually(
+            lambda: reliability.caches_match_server(manager, admin), timeout=60, interval=0.5
+        )
         injected = sum(f.injected for f in faults)
         per_minute = len(window) / ((ended - began) / 60.0)
     finally:

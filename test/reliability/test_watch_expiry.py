@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from controller.client import Client
-from controller.envtest import ControlPlane, load_script
+from controller.envtest import ControlPlane
+from support import reliability
 
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
-Fault = support.faultproxy.Fault
+Fault = reliability.faultproxy.Fault
 
 LABEL = "trainer.kubeflow.org/trainjob-name"
 
@@ -42,7 +42,7 @@ def bare_plane(control_plane_without_watch_cache: ControlPlane, crd_sources: lis
 
 @pytest.fixture
 def bare_admin(bare_plane: ControlPlane) -> Iterator[Client]:
-    client = Client.load(str(bare_plane.kubeconfig), user_agent=support.USER, qps=0)
+    client = Client.load(str(bare_plane.kubeconfig), user_agent=reliability.USER, qps=0)
     yield client
     client.close()
 
@@ -55,31 +55,33 @@ def test_informers_relist_after_compaction_and_a_410_on_relist_and_miss_no_chang
     bare_plane: ControlPlane, bare_admin: Client, tmp_path: Path, figures: Any, profile: Any
 ) -> None:
     client = bare_admin
-    proxies = support.ApiserverProxies(bare_plane, tmp_path / "proxies")
+    proxies = reliability.ApiserverProxies(bare_plane, tmp_path / "proxies")
     manager = None
     relists = injected = changes = 0
     try:
         for _ in range(profile.runs):
             ns = f"compaction-{secrets.token_hex(3)}"
             client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-            client.create(support.torch_runtime(ns), field_manager=support.USER)
+            client.create(reliability.torch_runtime(ns), field_manager=reliability.USER)
             first = [f"before-{i}" for i in range(10)]
-            support.create_all(client, [support.trainjob(ns, n) for n in first])
+            reliability.create_all(client, [reliability.trainjob(ns, n) for n in first])
             if manager is None:
                 proxy = proxies.new("informers", admin=True)
                 kubeconfig = proxies.kubeconfig(proxy, None, "admin-through-proxy")
-                manager = support.TrainerManager(kubeconfig, name="watch-expiry").start()
-            support.eventually(lambda ns=ns, first=first: support.converged(client, ns, first), timeout=60)
+                manager = reliability.TrainerManager(kubeconfig, name="watch-expiry").start()
+            reliability.eventually(
+                lambda ns=ns, first=first: reliability.converged(client, ns, first), timeout=60
+            )
 
             proxy.refuse()
             cut = time.monotonic()
             later = [f"during-{i}" for i in range(10)]
-            support.create_all(client, [support.trainjob(ns, n) for n in later])
+            reliability.create_all(client, [reliability.trainjob(ns, n) for n in later])
             for name in first[:3]:
-                client.delete(support.TRAINJOB, name, ns)
+                client.delete(reliability.TRAINJOB, name, ns)
             for name in first[3:6]:
-                client.patch(support.TRAINJOB, name, {"metadata": {"annotations": {"touched": "1"}}}, ns)
-            client.delete(support.JOBSET, first[6], ns)  # deleted under its TrainJob: must come back
+                client.patch(reliability.TRAINJOB, name, {"metadata": {"annotations": {"touched": "1"}}}, ns)
+            client.delete(reliability.JOBSET, first[6], ns)  # deleted under its TrainJob: must come back
             for i in range(3):
                 client.create(
                     {
@@ -88,7 +90,7 @@ def test_informers_relist_after_compaction_and_a_410_on_relist_and_miss_no_chang
                         "metadata": {"name": f"labelled-{i}", "namespace": ns, "labels": {LABEL: later[i]}},
                     }
                 )
-            client.delete(support.CONFIGMAP, "labelled-0", ns)
+            client.delete(reliability.CONFIGMAP, "labelled-0", ns)
             changes += 10 + 3 + 3 + 1 + 3 + 1
             bare_plane.compact_etcd()
             fault = proxy.inject(Fault(status=410, match=_relist_at_a_resource_version))
@@ -107,17 +109,19 @@ def test_informers_relist_after_compaction_and_a_410_on_relist_and_miss_no_chang
                 }
                 assert refused == informed, f"not relisted yet: {sorted(informed - refused)}"
 
-            support.eventually(all_relisted, timeout=120, interval=0.5)
+            reliability.eventually(all_relisted, timeout=120, interval=0.5)
             # ... and then holds what a fresh LIST does; the controller catches up with what changed.
             remaining = first[3:] + later
-            support.eventually(
-                lambda running=manager: support.caches_match_server(running, client), timeout=90, interval=0.5
+            reliability.eventually(
+                lambda running=manager: reliability.caches_match_server(running, client),
+                timeout=90,
+                interval=0.5,
             )
-            found = support.eventually(
-                lambda ns=ns, remaining=remaining: support.converged(client, ns, remaining), timeout=60
+            found = reliability.eventually(
+                lambda ns=ns, remaining=remaining: reliability.converged(client, ns, remaining), timeout=60
             )
             assert found.duplicated == []
-            support.eventually(manager.queue_idle, timeout=30)
+            reliability.eventually(manager.queue_idle, timeout=30)
             relists += len(proxy.exchanges(since=cut, where=lambda e: e.info.verb == "list"))
             injected += fault.injected
             proxy.clear_faults()

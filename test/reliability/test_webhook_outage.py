@@ -51,7 +51,6 @@ from controller.certs.rotator import (
     WebhookConfigurationRef,
 )
 from controller.client import Client
-from controller.envtest import load_script
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.process import free_port
 from controller.errors import ApiError
@@ -60,8 +59,7 @@ from controller.manager import Manager, ManagerOptions
 from controller.trainer.config import Configuration
 from controller.trainer.setup import cache_by_object, new_registry
 from controller.trainer.webhooks import TRAINJOB_DEFAULTER_PATH, TRAINJOB_VALIDATOR_PATH, setup_webhooks
-
-support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
+from support import reliability
 
 MUTATING = GVK("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration")
 VALIDATING = GVK("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration")
@@ -112,7 +110,7 @@ class WebhookHost:
             except RuntimeError as exc:
                 raise AssertionError(str(exc)) from exc
 
-        support.eventually(serving, timeout=60)
+        reliability.eventually(serving, timeout=60)
 
     def stop(self) -> None:
         if self.manager is None or self._thread is None:
@@ -179,8 +177,8 @@ def _unregister(admin: Client, namespace: str) -> None:
 
 def _wait_until_admitting(admin: Client, namespace: str) -> None:
     # Registered once a TrainJob naming a missing runtime is refused by our validator.
-    support.eventually(lambda: _refused_by_validator(admin, namespace), timeout=30, interval=0.2)
-    support.eventually(lambda: _dry_run(admin, namespace, "probe"), timeout=30, interval=0.2)
+    reliability.eventually(lambda: _refused_by_validator(admin, namespace), timeout=30, interval=0.2)
+    reliability.eventually(lambda: _dry_run(admin, namespace, "probe"), timeout=30, interval=0.2)
 
 
 @pytest.fixture
@@ -191,7 +189,7 @@ def webhooks(
     cert_dir = tmp_path / "serving-certs"
     ca.issue_serving(["127.0.0.1"]).write(cert_dir, "tls.crt", "tls.key")
     host = WebhookHost(service_account_kubeconfig, free_port(), cert_dir)
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     host.start()
     _register(admin, namespace, host.port, base64.b64encode(ca.cert_pem).decode())
     try:
@@ -205,7 +203,7 @@ def webhooks(
 def _dry_run_outcome(admin: Client, namespace: str, name: str) -> str:
     """A dry-run create of a TrainJob (both webhooks are called): ``"ok"`` when admitted, else the status
     and the API server's message."""
-    body = orjson.dumps(support.trainjob(namespace, name))
+    body = orjson.dumps(reliability.trainjob(namespace, name))
     path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
     answer = admin.transport.request(
         "POST", path, query={"dryRun": "All"}, body=body, content_type="application/json"
@@ -248,7 +246,7 @@ class _AdmissionLoad:
 
     def wait_beyond(self, mark: int, more: int = 10) -> None:
         """Until ``more`` requests have been answered since ``len(outcomes)`` was ``mark``."""
-        support.wait_for(lambda: len(self.outcomes) >= mark + more, timeout=30)
+        reliability.wait_for(lambda: len(self.outcomes) >= mark + more, timeout=30)
 
     def __enter__(self) -> _AdmissionLoad:
         for thread in self._threads:
@@ -263,7 +261,7 @@ class _AdmissionLoad:
 
 
 def _refused_by_validator(admin: Client, namespace: str) -> None:
-    body = orjson.dumps(support.trainjob(namespace, "probe", runtime="missing"))
+    body = orjson.dumps(reliability.trainjob(namespace, "probe", runtime="missing"))
     path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
     answer = admin.transport.request(
         "POST", path, query={"dryRun": "All"}, body=body, content_type="application/json"
@@ -275,12 +273,12 @@ def test_with_the_webhook_server_down_trainjobs_are_refused_clearly_and_admitted
     admin: Client, namespace: str, webhooks: tuple[WebhookHost, CertificateAuthority], figures: Any
 ) -> None:
     host, _ = webhooks
-    admin.create(support.trainjob(namespace, "before"), field_manager=support.USER)
+    admin.create(reliability.trainjob(namespace, "before"), field_manager=reliability.USER)
     host.stop()
     refused: list[str] = []
     for i in range(3):
         try:
-            admin.create(support.trainjob(namespace, f"during-{i}"), field_manager=support.USER)
+            admin.create(reliability.trainjob(namespace, f"during-{i}"), field_manager=reliability.USER)
         except ApiError as exc:
             refused.append(f"{exc.status} {exc.message}")
         else:
@@ -289,12 +287,12 @@ def test_with_the_webhook_server_down_trainjobs_are_refused_clearly_and_admitted
     assert message.startswith("500 "), message
     assert f'failed calling webhook "{DEFAULTER}"' in message, message
     assert "connection refused" in message, message
-    assert support.absent(admin, support.TRAINJOB, "during-0", namespace)
+    assert reliability.absent(admin, reliability.TRAINJOB, "during-0", namespace)
 
     restarted = time.monotonic()
     host.start()
-    support.eventually(
-        lambda: admin.create(support.trainjob(namespace, "after"), field_manager=support.USER),
+    reliability.eventually(
+        lambda: admin.create(reliability.trainjob(namespace, "after"), field_manager=reliability.USER),
         timeout=30,
         retry_on=(ApiError,),
     )
@@ -352,7 +350,7 @@ def test_a_certificate_rotation_under_load_drops_no_request(
             before = len(load.outcomes)
             fingerprint = _rotate(ca, host.cert_dir)
             rotated = time.monotonic()
-            support.eventually(
+            reliability.eventually(
                 lambda fingerprint=fingerprint: _same(
                     _served_fingerprint(host.port, ca.cert_pem), fingerprint
                 ),
@@ -369,7 +367,7 @@ def test_a_certificate_rotation_under_load_drops_no_request(
         rotations=rotations,
         requests=len(outcomes),
         dropped=len(failed),
-        new_certificate_served_within_s_median_max=support.median_max(served),
+        new_certificate_served_within_s_median_max=reliability.median_max(served),
     )
 
 
@@ -393,7 +391,7 @@ def rotated_webhooks(
     scaled-down lifetimes of the module doc; the configurations call ``https://localhost:<port>`` (the
     rotator's certificates name DNS names only)."""
     port = free_port()
-    admin.create(support.torch_runtime(namespace), field_manager=support.USER)
+    admin.create(reliability.torch_runtime(namespace), field_manager=reliability.USER)
     _register(admin, namespace, port, bundle="", host="localhost")  # the rotator injects the bundle
     names = _configuration_names(namespace)
     options = RotatorOptions(
@@ -458,7 +456,7 @@ def _key_identifier(pem: bytes) -> bytes:
 
 def _current_ca(admin: Client, namespace: str) -> bytes:
     """The Secret's ``ca.crt`` (the newest CA first); empty while there is no Secret."""
-    if support.absent(admin, SECRET, ROTATING_SECRET, namespace):
+    if reliability.absent(admin, SECRET, ROTATING_SECRET, namespace):
         return b""
     data = admin.get(SECRET, ROTATING_SECRET, namespace)["data"]
     return base64.b64decode(data[CA_CERT_KEY])
@@ -484,7 +482,7 @@ def test_a_ca_rotation_under_load_drops_no_request(
         previous = _current_ca(admin, namespace)
         for _ in range(rotations):
             before = len(load.outcomes)
-            support.wait_for(_replaced(admin, namespace, previous), timeout=30)
+            reliability.wait_for(_replaced(admin, namespace, previous), timeout=30)
             began = time.monotonic()
             bundle = _current_ca(admin, namespace)
             cas = _ca_fingerprints(bundle)
@@ -496,7 +494,7 @@ def test_a_ca_rotation_under_load_drops_no_request(
                 assert all(found == _ca_fingerprints(bundle) for found in _bundles(admin, namespace))
                 assert _served_issuer(host.port, bundle) == newest
 
-            support.eventually(switched_over, timeout=10, interval=0.05)
+            reliability.eventually(switched_over, timeout=10, interval=0.05)
             switched.append(time.monotonic() - began)
             seen.append(cas[0])
             load.wait_beyond(before)
@@ -506,7 +504,7 @@ def test_a_ca_rotation_under_load_drops_no_request(
         # The Secret deleted: a new CA with no predecessor (the old key may be why it was deleted).
         before_deletion = len(load.outcomes)
         admin.delete(SECRET, ROTATING_SECRET, namespace)
-        support.wait_for(_replaced(admin, namespace, previous), timeout=30)
+        reliability.wait_for(_replaced(admin, namespace, previous), timeout=30)
         fresh = _current_ca(admin, namespace)
         assert len(_ca_fingerprints(fresh)) == 1, "a deleted Secret keeps no old CA"
 
@@ -514,7 +512,7 @@ def test_a_ca_rotation_under_load_drops_no_request(
             assert all(found == _ca_fingerprints(fresh) for found in _bundles(admin, namespace))
             assert _served_issuer(host.port, fresh) == _key_identifier(fresh)
 
-        support.eventually(recovered, timeout=10, interval=0.05)
+        reliability.eventually(recovered, timeout=10, interval=0.05)
         after_recovery = len(load.outcomes)
         load.wait_beyond(after_recovery)
     outcomes = load.outcomes
@@ -527,7 +525,7 @@ def test_a_ca_rotation_under_load_drops_no_request(
         ca_rotations=rotations,
         requests=len(during_rotations),
         refused=len(failed),
-        switched_after_new_secret_s_median_max=support.median_max(switched),
+        switched_after_new_secret_s_median_max=reliability.median_max(switched),
         secret_deleted_requests=len(after_deletion),
         secret_deleted_refused=len(refused),
     )

@@ -1,4 +1,4 @@
-"""What the reliability scenarios share (loaded by path: ``test/`` is no package).
+"""What the reliability scenarios (``test/reliability``) share.
 
 - :class:`Profile`: how long and how often a scenario runs, ``ci`` (the default run) or ``soak``
   (``make soak``).
@@ -7,10 +7,12 @@
   leader election), as ``test/integration/trainer/conftest.py`` runs it, on any kubeconfig (direct, or
   through a :class:`~faultproxy.FaultProxy`).
 - :class:`ManagerProcess`: the ``trainer-controller-manager`` binary as a child process (``python -m
-  trainer_controller_manager``), its JSON log in a file; for the scenarios that kill or partition a process.
+  trainer_controller_manager``, started by ``support.launcher``), its JSON log in a file; for the scenarios
+  that kill or partition a process.
   :class:`LeaseTimings` sets its leader election timings and computes client-go's worst-case takeover.
-- :class:`ApiserverProxies`: fault proxies in front of kube-apiserver, with kubeconfigs that go through
-  them (the proxy terminates TLS with its own CA; a bearer token passes through).
+- :class:`ApiserverProxies`: fault proxies (``support.faultproxy``) in front of kube-apiserver, with
+  kubeconfigs that go through them (the proxy terminates TLS with its own CA; a bearer token passes
+  through).
 - Object builders (a one-job Torch runtime, TrainJobs) and :func:`inventory`, which reads what the
   manager made of a set of TrainJobs and names every object lost, duplicated or orphaned.
 """
@@ -23,7 +25,6 @@ import os
 import signal
 import ssl
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -31,26 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from controller.client import Client
-from controller.envtest import ControlPlane, eventually, load_script
+from controller.envtest import ControlPlane, eventually
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.kubeconfig import build_kubeconfig, write_kubeconfig
-from controller.envtest.process import ManagedProcess, free_port
+from controller.envtest.process import free_port
 from controller.errors import NotFound
 from controller.gvk import GVK
 from controller.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-faultproxy = load_script(HERE / "faultproxy.py", "_reliability_faultproxy")
-install = load_script(ROOT / "test" / "integration" / "install_manifests.py", "_install_manifests")
-objects = load_script(
-    ROOT / "test" / "integration" / "trainer" / "objects.py", "_trainer_integration_objects"
-)
+from support import faultproxy, launcher
+from support import install_manifests as install
+from support import trainer_objects as objects
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 TRAINING_RUNTIME = GVK("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")
@@ -401,27 +396,6 @@ def reconcile_errors(controller: str = "trainjob_controller") -> float:
 
 # --- the manager binary -------------------------------------------------------------------------------------
 
-_CONFIG = """\
-apiVersion: config.trainer.kubeflow.org/v1alpha1
-kind: Configuration
-health: {{healthProbeBindAddress: "127.0.0.1:0"}}
-webhook: {{host: "127.0.0.1", port: {webhook_port}}}
-metrics: {{bindAddress: "0"}}
-certManagement: {{enable: {cert_management}}}
-controller:
-  groupKindConcurrency: {{TrainJob.trainer.kubeflow.org: 5}}
-"""
-_LEADER_ELECTION = """\
-leaderElection:
-  leaderElect: true
-  resourceName: {lease}
-"""
-_LEASE_TIMINGS = """\
-  leaseDuration: {lease_duration:g}s
-  renewDeadline: {renew_deadline:g}s
-  retryPeriod: {retry_period:g}s
-"""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseTimings:
@@ -448,9 +422,9 @@ SHORT_TIMINGS = LeaseTimings(lease_duration=6.0, renew_deadline=4.0, retry_perio
 
 class ManagerProcess:
     """``python -m trainer_controller_manager`` in its own process group (killed with the test run at the
-    latest), logging JSON lines to ``<directory>/manager.log``. Leader election with client-go's default
-    timings (15 s lease, 10 s renew deadline, 2 s retry) or ``timings``, unless ``leader_election`` is
-    False."""
+    latest), logging JSON lines to ``<directory>/manager.log``; started by ``support.launcher``. Leader
+    election with client-go's default timings (15 s lease, 10 s renew deadline, 2 s retry) or ``timings``,
+    unless ``leader_election`` is False."""
 
     def __init__(
         self,
@@ -463,40 +437,39 @@ class ManagerProcess:
         cert_management: bool = False,
         log_level: str = "info",
     ) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.directory = directory
-        config = _CONFIG.format(webhook_port=free_port(), cert_management=str(cert_management).lower())
+        election: dict[str, Any] | None = None
         if leader_election:
-            config += _LEADER_ELECTION.format(lease=LEASE_NAME)
+            election = {"leaderElect": True, "resourceName": LEASE_NAME}
             if timings is not None:
-                config += _LEASE_TIMINGS.format(
-                    lease_duration=timings.lease_duration,
-                    renew_deadline=timings.renew_deadline,
-                    retry_period=timings.retry_period,
-                )
-        (directory / "config.yaml").write_text(config)
-        cert_dir = directory / "serving-certs"
-        if not cert_management:  # files someone else provides (as cert-manager would)
-            CertificateAuthority.new(f"{name}-ca").issue_serving(["127.0.0.1"]).write(
-                cert_dir, "tls.crt", "tls.key"
-            )
-        self.log_path = directory / "manager.log"
-        argv = [
-            "/usr/bin/env",
-            f"POD_NAMESPACE={OPERATOR_NAMESPACE}",
-            sys.executable,
-            "-m",
-            "trainer_controller_manager",
-            f"--config={directory / 'config.yaml'}",
-            f"--kubeconfig={kubeconfig}",
-            f"--webhook-cert-dir={cert_dir}",
-            f"--zap-log-level={log_level}",
-        ]
-        self.process = ManagedProcess(name, argv, self.log_path)
+                election |= {
+                    "leaseDuration": f"{timings.lease_duration:g}s",
+                    "renewDeadline": f"{timings.renew_deadline:g}s",
+                    "retryPeriod": f"{timings.retry_period:g}s",
+                }
+        config = launcher.configuration(
+            _BASE_CONFIG,
+            webhook_port=free_port(),
+            cert_management=cert_management,
+            leader_election=election,
+        )
+        # With certificate management off, the launcher writes the files someone else provides (as
+        # cert-manager would).
+        self.handle = launcher.prepare(
+            directory,
+            kubeconfig,
+            config,
+            name=name,
+            ca_name=f"{name}-ca",
+            log_level=log_level,
+            environ={"POD_NAMESPACE": OPERATOR_NAMESPACE},
+        )
+        self.log_path = self.handle.log
+        self.process = self.handle.process
 
     def start(self) -> ManagerProcess:
-        self.process.start()
+        self.handle.start()
         return self
 
     @property
@@ -506,21 +479,10 @@ class ManagerProcess:
         return pid
 
     def lines(self) -> list[dict[str, Any]]:
-        try:
-            raw = self.log_path.read_bytes()
-        except FileNotFoundError:
-            return []
-        out: list[dict[str, Any]] = []
-        for line in raw.splitlines():
-            try:
-                decoded = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                decoded = {"event": "<not json>", "text": line.decode(errors="replace")}
-            out.append(decoded if isinstance(decoded, dict) else {"event": "<not an object>"})
-        return out
+        return self.handle.lines()
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        return [line for line in self.lines() if line.get("event") == name]
+        return self.handle.events(name)
 
     @property
     def identity(self) -> str:
@@ -530,7 +492,7 @@ class ManagerProcess:
         return str(starting[0]["identity"])
 
     def running(self) -> bool:
-        return self.process.running()
+        return self.handle.running()
 
     def kill(self) -> None:
         """SIGKILL the whole process group, at once, and reap it."""
@@ -538,19 +500,28 @@ class ManagerProcess:
         self.process.wait_for_exit(30)
 
     def terminate(self) -> None:
-        os.killpg(self.pid, signal.SIGTERM)
+        self.handle.terminate()
 
     def wait(self, timeout: float) -> int | None:
-        return self.process.wait_for_exit(timeout)
+        return self.handle.wait(timeout)
 
     def stop(self) -> None:
         self.process.stop(grace=5)
 
     def tail(self, lines: int = 30) -> str:
-        return self.process.log_tail(lines)
+        return self.handle.tail(lines)
 
     def __repr__(self) -> str:
         return f"<ManagerProcess {self.name} {self.process!r}>"
+
+
+_BASE_CONFIG = {
+    "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+    "kind": "Configuration",
+    "controller": {"groupKindConcurrency": {"TrainJob.trainer.kubeflow.org": 5}},
+}
+"""What the scenarios' managers run with, besides :func:`support.launcher.configuration`'s loopback
+addresses (metrics off): everything else at its default."""
 
 
 def lease_holder(client: Client) -> str:

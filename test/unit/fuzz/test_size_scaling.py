@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.trainer.scaling import ENTRY_POINTS, KINDS, PLACES, best_time, entry_points, scenario
+from support.scaling import ENTRY_POINTS, KINDS, PLACES, best_time, entry_points, scenario
 
 SMALL = 6 * 1024
 FACTOR = 10
