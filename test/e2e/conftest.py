@@ -5,8 +5,8 @@
   - If ``E2E_CLUSTER`` and ``KUBECONFIG`` are both set, that cluster is used as it is and left running:
     ``E2E_CLUSTER=kind`` after ``hack/e2e-setup-kind.sh``, or ``E2E_CLUSTER=kwok`` for a cluster from
     ``make cluster-up`` (``eval "$(make -s cluster-env)"``).
-  - Otherwise ``hack/cluster.py`` brings up a cluster of its own, named ``trainer-e2e-pytest``
-    (``E2E_CLUSTER_NAME`` overrides) so that it never touches the ``make cluster-up`` one, and takes it
+  - Otherwise ``support.kwok`` (what ``hack/cluster.py up`` runs) brings up a cluster of its own, named
+    ``trainer-e2e-pytest`` (``E2E_CLUSTER_NAME`` overrides) so that it never touches the ``make cluster-up`` one, and takes it
     down when the session ends: after failures too, on Ctrl-C (pytest unwinds its fixtures), on SIGTERM
     or SIGHUP (a handler runs the teardown, then lets the signal do what it would have done) and at
     interpreter exit (atexit). Only a SIGKILL leaves it behind; the next session removes it before
@@ -37,13 +37,15 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
 
 import kubernetes
 import pytest
 
 from controller import envtest
+from support import kwok
+from support.process import ClusterError
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -51,11 +53,6 @@ DEFAULT_CLUSTER_NAME = "trainer-e2e-pytest"
 _BUILD_FAILURE = pytest.StashKey[str]()
 
 _eventually = functools.partial(envtest.eventually, timeout=60.0, interval=0.25)
-
-
-def _cluster_module() -> ModuleType:
-    """hack/cluster.py, imported by path (hack/ holds scripts, not a package)."""
-    return envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
 
 
 def _external_cluster() -> tuple[str, Path] | None:
@@ -78,18 +75,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if _external_cluster() is not None or shutil.which("go") is None:
         return
-    cluster = _cluster_module()
     try:
-        cluster.locate_binaries()
+        kwok.locate_binaries()
         return
-    except cluster.ClusterError:
+    except ClusterError:
         pass
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line("e2e: building the control-plane binaries (about 10 minutes cold)")
     try:
-        cluster.build_binaries()
-    except cluster.ClusterError as exc:
+        kwok.build_binaries()
+    except ClusterError as exc:
         session.config.stash[_BUILD_FAILURE] = str(exc)
 
 
@@ -98,7 +94,7 @@ class E2ECluster:
     """The cluster the e2e tests run against, with clients for it."""
 
     flavour: str
-    """``kwok`` (hack/cluster.py: fake nodes, pod status from kwok stages) or ``kind`` (real containers)."""
+    """``kwok`` (support.kwok: fake nodes, pod status from kwok stages) or ``kind`` (real containers)."""
     kubeconfig: Path
     api: kubernetes.client.ApiClient
     owned: bool
@@ -118,7 +114,7 @@ class E2ECluster:
 
 
 class _Teardown:
-    """Runs ``hack/cluster.py down`` exactly once: at fixture teardown, at exit, or on SIGTERM/SIGHUP."""
+    """Runs ``support.kwok.down`` exactly once: at fixture teardown, at exit, or on SIGTERM/SIGHUP."""
 
     _SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -172,14 +168,13 @@ def e2e_cluster(request: pytest.FixtureRequest, prerequisite: Any) -> Iterator[E
     build_failure = request.config.stash.get(_BUILD_FAILURE, None)
     if build_failure is not None:
         pytest.fail(build_failure, pytrace=False)
-    cluster = _cluster_module()
     name = os.environ.get("E2E_CLUSTER_NAME", DEFAULT_CLUSTER_NAME)
-    teardown = _Teardown(lambda: cluster.down(name))
+    teardown = _Teardown(lambda: kwok.down(name))
     teardown.install()
     try:
-        cluster.down(name)  # a fresh cluster every session, even after a SIGKILLed one left its own behind
-        state = cluster.up(cluster.ClusterOptions(name=name))
-    except cluster.ClusterError as exc:
+        kwok.down(name)  # a fresh cluster every session, even after a SIGKILLed one left its own behind
+        state = kwok.up(kwok.ClusterOptions(name=name))
+    except ClusterError as exc:
         teardown.run()
         pytest.fail(f"the e2e cluster did not come up: {exc}", pytrace=False)
     except BaseException:

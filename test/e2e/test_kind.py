@@ -27,14 +27,12 @@ from typing import Any
 import kubernetes
 import pytest
 
-from controller import envtest
 from controller.client import Client
 from runtime.api import constants
-
-allreduce = envtest.load_script(Path(__file__).with_name("allreduce_runtime.py"), "_allreduce_runtime")
+from support import allreduce_runtime as allreduce
+from support import e2e_paths as paths
 
 ROOT = Path(__file__).resolve().parents[2]
-paths = envtest.load_script(ROOT / "hack" / "e2e_paths.py", "_hack_e2e_paths")
 
 MANAGER_NAMESPACE = paths.MANAGER_NAMESPACE
 MANAGER_NAME = paths.MANAGER_NAME

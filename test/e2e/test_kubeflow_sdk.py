@@ -46,11 +46,12 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller import envtest
 from controller.client import Client
 from controller.errors import AlreadyExists, NotFound
 from controller.gvk import GVK
 from runtime.api import constants
+from support import allreduce_runtime as allreduce
+from support import cluster_manager, install, kwok
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -72,9 +73,6 @@ VERSION_WARNING = "Trainer control-plane version info is not available"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 CREATION_FAILED = "TrainJobResourcesCreationFailed"
 
-hack = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
-allreduce = envtest.load_script(Path(__file__).with_name("allreduce_runtime.py"), "_allreduce_runtime")
-
 
 # ------------------------------------------------------------------------------------- the SDK's virtualenv
 
@@ -85,7 +83,7 @@ class SdkUnavailable(Exception):
 
 def sdk_venv_dir() -> Path:
     """``<cache>/sdk-venv-<version>/``, next to the binaries (``TRAINER_CACHE_DIR`` moves both)."""
-    return Path(hack.cache_dir()) / f"sdk-venv-{SDK_VERSION}"
+    return Path(kwok.cache_dir()) / f"sdk-venv-{SDK_VERSION}"
 
 
 def _venv_python(venv: Path) -> Path:
@@ -238,34 +236,38 @@ def client(e2e_cluster: Any) -> Iterator[Client]:
 @pytest.fixture(scope="module")
 def manager(e2e_cluster: Any, client: Client) -> Iterator[Any]:
     """The Trainer CRDs and shipped runtimes, the public ConfigMap, and ``trainer-controller-manager``."""
-    hack.install_trainer(client)
+    install.install_trainer(client)
     with contextlib.suppress(AlreadyExists):
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": hack.MANAGER_NAMESPACE}})
+        client.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": install.MANAGER_NAMESPACE}}
+        )
     # The SDK reads the installed version from it; the install ships it (config/public), `make demo` not.
-    configmap = hack.read_manifests(PUBLIC_CONFIGMAP, ("ConfigMap",))[0]
-    configmap = {**configmap, "metadata": {**configmap["metadata"], "namespace": hack.MANAGER_NAMESPACE}}
+    configmap = install.read_manifests(PUBLIC_CONFIGMAP, ("ConfigMap",))[0]
+    configmap = {**configmap, "metadata": {**configmap["metadata"], "namespace": install.MANAGER_NAMESPACE}}
     created = False
     with contextlib.suppress(AlreadyExists):
         client.create(configmap)
         created = True
     try:
         if not e2e_cluster.owned:
-            running = hack.manager_process(os.environ.get("E2E_CLUSTER_NAME", hack.DEFAULT_NAME))
+            running = cluster_manager.manager_process(os.environ.get("E2E_CLUSTER_NAME", kwok.DEFAULT_NAME))
             if running is None:
                 pytest.skip("an external cluster needs its manager running (`make demo` starts one)")
             yield running
             return
-        state = hack.ClusterState.read(os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest"))
+        state = kwok.ClusterState.read(os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest"))
         assert state is not None, "the e2e cluster has no state file"
-        process = hack.start_manager(state)
+        process = cluster_manager.start_manager(state)
         try:
             yield process
         finally:
-            hack.stop_manager(state.name)
+            cluster_manager.stop_manager(state.name)
     finally:
         if created:
             with contextlib.suppress(NotFound):
-                client.delete(GVK("", "v1", "ConfigMap"), "kubeflow-trainer-public", hack.MANAGER_NAMESPACE)
+                client.delete(
+                    GVK("", "v1", "ConfigMap"), "kubeflow-trainer-public", install.MANAGER_NAMESPACE
+                )
 
 
 def start_sdk(e2e_cluster: Any, prerequisite: Any, tmp_path_factory: pytest.TempPathFactory) -> SdkDriver:
@@ -383,7 +385,7 @@ def test_the_sdk_lists_the_shipped_runtimes_and_reads_the_installed_version(
 ) -> None:
     runtimes = {r["name"]: r for r in sdk.call(namespace, "list_runtimes")}
 
-    shipped = hack.read_manifests(hack.TRAINER_RUNTIMES_DIR, (constants.CLUSTER_TRAINING_RUNTIME_KIND,))
+    shipped = install.read_manifests(install.TRAINER_RUNTIMES_DIR, (constants.CLUSTER_TRAINING_RUNTIME_KIND,))
     assert len(shipped) >= 8
     for manifest in shipped:
         name = manifest["metadata"]["name"]
@@ -462,10 +464,10 @@ def test_a_custom_trainer_on_two_nodes_runs_to_complete_and_the_sdk_follows_it_t
     assert ("Job", f"{name}-node-0", "SuccessfulCreate") in job_events
 
     # Logs: kwok-controller serves the same file for every container, through kube-apiserver's pods/log.
-    assert sdk.call(namespace, "get_job_logs", name=name) == list(hack.CONTAINER_LOG_LINES)
+    assert sdk.call(namespace, "get_job_logs", name=name) == list(kwok.CONTAINER_LOG_LINES)
     node_0 = next(s["pod_name"] for s in done["steps"] if s["name"] == "node-0")
     log = e2e_cluster.core.read_namespaced_pod_log(node_0, namespace, container="node")
-    assert log.splitlines() == list(hack.CONTAINER_LOG_LINES)
+    assert log.splitlines() == list(kwok.CONTAINER_LOG_LINES)
 
     assert sdk.call(namespace, "delete_job", name=name) is None
     assert_gone(e2e_cluster, namespace, name, eventually)

@@ -42,13 +42,13 @@ from controller.errors import NotFound
 from controller.gvk import GVK
 from runtime.api import constants
 from runtime.api.views import TrainJobView
+from support import e2e_paths as paths
+from support import install, kueue, kwok
 
 ROOT = Path(__file__).resolve().parents[2]
 
-hack = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
-paths = envtest.load_script(ROOT / "hack" / "e2e_paths.py", "_hack_e2e_paths")
 
-QUEUE_LABEL = hack.KUEUE_QUEUE_LABEL
+QUEUE_LABEL = kueue.KUEUE_QUEUE_LABEL
 KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 """The ``spec.runtimePatches[].manager`` Kueue writes its part of a TrainJob under."""
 FLAVOR_LABEL = "kueue-e2e.trainer.kubeflow.org/flavor"
@@ -65,7 +65,7 @@ CONFIG_MAP_GVK = GVK("", "v1", "ConfigMap")
 def _cluster_name(e2e_cluster: Any) -> str:
     if e2e_cluster.owned:
         return os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest")
-    return str(hack.DEFAULT_NAME)
+    return str(kwok.DEFAULT_NAME)
 
 
 # ------------------------------------------------------------------------------------------------- fixtures
@@ -87,7 +87,7 @@ def kueue(e2e_cluster: Any, client: Client, prerequisite: Any) -> Iterator[Any]:
     ClusterTrainingRuntimes to size the Workloads."""
     if e2e_cluster.flavour != "kwok":
         pytest.skip(paths.KUEUE_ON_KIND)
-    hack.install_trainer(client)
+    install.install_trainer(client)
     try:
         with paths.running_kueue(e2e_cluster.flavour, cluster_name=_cluster_name(e2e_cluster)) as process:
             yield process
@@ -116,7 +116,7 @@ def manager(e2e_cluster: Any, kueue: Any) -> Iterator[Any]:
 def reserved_node(client: Client, kueue: Any) -> Iterator[str]:
     """One kwok node carries the flavor's label and a matching NoSchedule taint for the module: a pod lands
     there only with both the flavor's node selector and its toleration. Restored afterwards."""
-    name = f"{hack.NODE_NAME_PREFIX}0"
+    name = f"{kwok.NODE_NAME_PREFIX}0"
     taints = list(client.get(NODE_GVK, name).get("spec", {}).get("taints") or [])
     client.patch(
         NODE_GVK,
@@ -136,13 +136,13 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
     """A ResourceFlavor for the reserved node and a ClusterQueue with 1 CPU of quota in it: room for one of
     this module's TrainJobs (1 CPU each) at a time. Deleted after the module, while Kueue runs."""
     flavor = {
-        "apiVersion": hack.KUEUE_API_VERSION,
+        "apiVersion": kueue.KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": {"name": RESOURCE_FLAVOR},
         "spec": {"nodeLabels": {FLAVOR_LABEL: FLAVOR}, "tolerations": [TOLERATION]},
     }
     queue = {
-        "apiVersion": hack.KUEUE_API_VERSION,
+        "apiVersion": kueue.KUEUE_API_VERSION,
         "kind": "ClusterQueue",
         "metadata": {"name": CLUSTER_QUEUE},
         "spec": {
@@ -161,7 +161,7 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
     client.apply(queue, "e2e", force=True)
 
     def active() -> None:
-        assert condition(client.get(hack.CLUSTER_QUEUE_GVK, CLUSTER_QUEUE), "Active")["status"] == "True"
+        assert condition(client.get(kueue.CLUSTER_QUEUE_GVK, CLUSTER_QUEUE), "Active")["status"] == "True"
 
     envtest.eventually(active, timeout=30, interval=0.25)
     try:
@@ -170,8 +170,8 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
         # The test namespaces are being deleted; their Workloads go, Kueue lets go of the queue, then of the
         # flavor (each carries Kueue's resource-in-use finalizer).
         for gvk, name in (
-            (hack.CLUSTER_QUEUE_GVK, CLUSTER_QUEUE),
-            (hack.RESOURCE_FLAVOR_GVK, RESOURCE_FLAVOR),
+            (kueue.CLUSTER_QUEUE_GVK, CLUSTER_QUEUE),
+            (kueue.RESOURCE_FLAVOR_GVK, RESOURCE_FLAVOR),
         ):
             with contextlib.suppress(NotFound):
                 client.delete(gvk, name)
@@ -193,7 +193,7 @@ pytestmark = pytest.mark.usefixtures("kueue", "manager")
 def local_queue(client: Client, namespace: str) -> None:
     client.create(
         {
-            "apiVersion": hack.KUEUE_API_VERSION,
+            "apiVersion": kueue.KUEUE_API_VERSION,
             "kind": "LocalQueue",
             "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
             "spec": {"clusterQueue": CLUSTER_QUEUE},
@@ -219,7 +219,7 @@ def trainjob(
     if cpu is not None:
         spec["trainer"]["resourcesPerNode"] = {"requests": {"cpu": cpu}}
     if run_time is not None:  # kwok's pod-complete stage reads this annotation
-        pod_metadata = {"annotations": {hack.RUN_TIME_ANNOTATION: run_time}}
+        pod_metadata = {"annotations": {kwok.RUN_TIME_ANNOTATION: run_time}}
         replicated = [{"name": "node", "template": {"spec": {"template": {"metadata": pod_metadata}}}}]
         spec["runtimePatches"] = [
             {
@@ -258,7 +258,7 @@ def workload_of(client: Client, trainjob: Mapping[str, Any]) -> dict[str, Any]:
     namespace, uid = trainjob["metadata"]["namespace"], trainjob["metadata"]["uid"]
     owned = [
         w
-        for w in client.list(hack.WORKLOAD_GVK, namespace).items
+        for w in client.list(kueue.WORKLOAD_GVK, namespace).items
         if any(ref["uid"] == uid for ref in w["metadata"].get("ownerReferences") or ())
     ]
     assert len(owned) == 1, f"Workloads of TrainJob {trainjob['metadata']['name']}: {owned}"
@@ -266,11 +266,11 @@ def workload_of(client: Client, trainjob: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def get_trainjob(client: Client, namespace: str, name: str) -> dict[str, Any]:
-    return dict(client.get(hack.TRAINJOB_GVK, name, namespace))
+    return dict(client.get(install.TRAINJOB_GVK, name, namespace))
 
 
 def pods_of(client: Client, namespace: str, name: str) -> list[dict[str, Any]]:
-    return list(client.list(hack.POD_GVK, namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items)
+    return list(client.list(install.POD_GVK, namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items)
 
 
 def admitted(client: Client, trainjob: Mapping[str, Any], eventually: Callable[..., Any]) -> dict[str, Any]:
@@ -316,7 +316,7 @@ def test_a_queued_trainjob_is_suspended_by_kueue_until_admitted_then_runs_to_com
     client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
     # Created before its LocalQueue exists, so that its Workload has to wait.
-    created = hack.create_trainjob(client, trainjob("first"), namespace)
+    created = install.create_trainjob(client, trainjob("first"), namespace)
     assert created["spec"]["suspend"] is True  # Kueue's webhook; the manifest does not set it
     patch = kueue_patch(created)
     assert patch["trainingRuntimeSpec"]["template"]["metadata"]["labels"] == {QUEUE_LABEL: LOCAL_QUEUE}
@@ -332,7 +332,7 @@ def test_a_queued_trainjob_is_suspended_by_kueue_until_admitted_then_runs_to_com
 
     workload = eventually(waiting)
     assert not is_true(workload, "Admitted")
-    jobset = client.get(hack.JOBSET_GVK, "first", namespace)
+    jobset = client.get(install.JOBSET_GVK, "first", namespace)
     assert jobset["spec"]["suspend"] is True
     assert not pods_of(client, namespace, "first")
 
@@ -353,9 +353,9 @@ def test_a_second_trainjob_waits_while_the_first_holds_the_quota(
 ) -> None:
     local_queue(client, namespace)
     # The first runs for an hour: it holds the quota until the test frees it, however slow the machine.
-    first = hack.create_trainjob(client, trainjob("first", run_time="1h"), namespace)
+    first = install.create_trainjob(client, trainjob("first", run_time="1h"), namespace)
     admitted(client, first, eventually)
-    second = hack.create_trainjob(client, trainjob("second"), namespace)
+    second = install.create_trainjob(client, trainjob("second"), namespace)
 
     def pending() -> dict[str, Any]:
         workload = workload_of(client, second)
@@ -379,7 +379,7 @@ def test_a_second_trainjob_waits_while_the_first_holds_the_quota(
 
     # Free the quota: delete the first TrainJob; Kueue finalizes its Workload and admits the second.
     freed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # RFC 3339, to the second, rounded down
-    client.delete(hack.TRAINJOB_GVK, "first", namespace)
+    client.delete(install.TRAINJOB_GVK, "first", namespace)
     admitted(client, second, eventually)
     completed(client, second, eventually)
     second_admitted = condition(workload_of(client, second), "Admitted")["lastTransitionTime"]
@@ -391,7 +391,7 @@ def test_the_flavors_node_selector_and_toleration_reach_the_pods_through_kueues_
     client: Client, namespace: str, reserved_node: str, eventually: Callable[..., Any]
 ) -> None:
     local_queue(client, namespace)
-    created = hack.create_trainjob(client, trainjob("placed", num_nodes=2, cpu="500m"), namespace)
+    created = install.create_trainjob(client, trainjob("placed", num_nodes=2, cpu="500m"), namespace)
     stored = completed(client, created, eventually)
 
     # What Kueue wrote at admission, under its own manager name.
@@ -402,7 +402,7 @@ def test_the_flavors_node_selector_and_toleration_reach_the_pods_through_kueues_
     assert pod_patch["tolerations"] == [TOLERATION]
 
     # Rendered by our manager into the JobSet, and from there onto every pod.
-    jobset = client.get(hack.JOBSET_GVK, "placed", namespace)
+    jobset = client.get(install.JOBSET_GVK, "placed", namespace)
     (node_job,) = [j for j in jobset["spec"]["replicatedJobs"] if j["name"] == "node"]
     pod_spec = node_job["template"]["spec"]["template"]["spec"]
     assert pod_spec["nodeSelector"] == {FLAVOR_LABEL: FLAVOR}
@@ -422,7 +422,7 @@ def test_a_trainjob_managed_by_multikueue_is_left_alone_by_the_trainer_controlle
 ) -> None:
     local_queue(client, namespace)
     # No resource requests: it takes none of the queue's quota, whatever happens to it.
-    created = hack.create_trainjob(
+    created = install.create_trainjob(
         client, trainjob("remote", cpu=None, managed_by=constants.MANAGED_BY_MULTIKUEUE), namespace
     )
     assert created["spec"]["managedBy"] == constants.MANAGED_BY_MULTIKUEUE
@@ -431,13 +431,13 @@ def test_a_trainjob_managed_by_multikueue_is_left_alone_by_the_trainer_controlle
     admitted(client, created, eventually)
 
     # A TrainJob of our own after it, as a sign that the manager is running and has had the events.
-    control = hack.create_trainjob(client, trainjob("control", queue=None, suspend=True), namespace)
-    eventually(lambda: client.get(hack.JOBSET_GVK, "control", namespace), retry_on=(NotFound,))
+    control = install.create_trainjob(client, trainjob("control", queue=None, suspend=True), namespace)
+    eventually(lambda: client.get(install.JOBSET_GVK, "control", namespace), retry_on=(NotFound,))
     assert control["spec"].get("managedBy") in (None, constants.MANAGED_BY_TRAINJOB_CONTROLLER)
 
     # Nothing for the MultiKueue one: no JobSet, no runtime snapshot, no status, no field of ours.
     with pytest.raises(NotFound):
-        client.get(hack.JOBSET_GVK, "remote", namespace)
+        client.get(install.JOBSET_GVK, "remote", namespace)
     with pytest.raises(NotFound):
         client.get(CONFIG_MAP_GVK, "remote-runtime-snapshot", namespace)
     stored = get_trainjob(client, namespace, "remote")

@@ -3,7 +3,7 @@ controller's TrainJob, the active deadline, suspend and resume, runtime snapshot
 
 The e2e scenarios of upstream's suite (kubeflow/trainer v2.3.0 ``test/e2e/e2e_test.go``) that
 ``test_trainjob_e2e.py`` does not cover, run the same way: the manager started on the host by the module
-fixtures of ``test_trainjob_e2e.py`` (reused from there, with its manifest builders and readers), its
+fixtures both modules share (``support.e2e_trainjobs``, with the manifest builders and readers), its
 admission webhooks registered by URL, the JobSets it applies run on kwok nodes by kwok's stages
 (``hack/kwok/stages``), and every assertion reads the world back through the API.
 
@@ -63,19 +63,17 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller import envtest
 from controller.client import Client
 from controller.errors import Conflict, Forbidden, NotFound
 from controller.gvk import GVK
 from runtime.api import constants
+from support import e2e_trainjobs as e2e
+from support import install
 
 HERE = Path(__file__).resolve().parent
 
-# The manifest builders, readers and module fixtures of the first e2e module (a test module, so loaded by
-# path: test/ is not a package).
-e2e = envtest.load_script(HERE / "test_trainjob_e2e.py", "_e2e_trainjob")
-hack = e2e.hack
-
+# The manifest builders, readers and module fixtures the TrainJob e2e modules share, registered here under
+# their names.
 client = e2e.client
 trainer_api = e2e.trainer_api  # `manager` asks for it by name
 manager = e2e.manager
@@ -84,7 +82,7 @@ kwok_stages = e2e.kwok_stages
 pytestmark = pytest.mark.usefixtures("manager")
 kwok_only = pytest.mark.usefixtures("kwok_stages")
 
-TRAINJOB = hack.TRAINJOB_GVK
+TRAINJOB = install.TRAINJOB_GVK
 CONFIGMAP = GVK("", "v1", "ConfigMap")
 JOBSET_NAME_LABEL = e2e.JOBSET_NAME_LABEL
 RUN_TIME_ANNOTATION = e2e.RUN_TIME_ANNOTATION
@@ -225,7 +223,7 @@ def test_a_trainjob_on_a_flux_runtime_runs_to_complete_with_what_the_flux_plugin
     name = "flux"
     job = e2e.trainjob(name, "flux-distributed", kind=constants.TRAINING_RUNTIME_KIND, num_nodes=2)
     job["spec"]["trainer"] |= {"image": "ubuntu:22.04", "command": ["flux", "getattr", "rank"]}
-    created = hack.create_trainjob(client, job, namespace)
+    created = install.create_trainjob(client, job, namespace)
     stored = e2e.finished(e2e_cluster, namespace, name, eventually)
 
     assert conditions(stored) == [
@@ -315,7 +313,7 @@ def test_a_runtime_patch_created_without_a_time_is_stamped_and_a_user_given_time
     )
     job["spec"]["suspend"] = True  # no pods: nothing here depends on the nodes
     before = datetime.now(UTC).replace(microsecond=0)
-    created = hack.create_trainjob(client, job, namespace)
+    created = install.create_trainjob(client, job, namespace)
     after = datetime.now(UTC)
 
     # The mutating webhook answers within the create: what it stamped is in the object as stored.
@@ -343,7 +341,7 @@ def test_on_update_only_a_changed_or_new_runtime_patch_gets_a_new_time(
         ],
     )
     job["spec"]["suspend"] = True
-    created = hack.create_trainjob(client, job, namespace)
+    created = install.create_trainjob(client, job, namespace)
     unchanged_time = created["spec"]["runtimePatches"][0]["time"]
     assert created["spec"]["runtimePatches"][1]["time"] == user_time
 
@@ -395,13 +393,13 @@ def test_a_trainjob_managed_by_another_controller_is_left_alone(
     name = "elsewhere"
     job = e2e.trainjob(name, "torch-distributed")
     job["spec"]["managedBy"] = constants.MANAGED_BY_MULTIKUEUE
-    created = hack.create_trainjob(client, job, namespace)
+    created = install.create_trainjob(client, job, namespace)
     assert created["spec"]["managedBy"] == constants.MANAGED_BY_MULTIKUEUE
 
     # The barrier: a TrainJob created afterwards, reconciled to its last step (the status write).
     barrier = e2e.trainjob("barrier", "torch-distributed")
     barrier["spec"]["suspend"] = True
-    hack.create_trainjob(client, barrier, namespace)
+    install.create_trainjob(client, barrier, namespace)
     eventually(
         lambda: true_condition(
             read_trainjob(e2e_cluster, namespace, "barrier"), constants.CONDITION_SUSPENDED
@@ -428,7 +426,7 @@ def test_a_trainjob_past_its_active_deadline_fails_and_its_jobset_is_deleted(
     name = "overdue"
     job = e2e.trainjob(name, "torch-distributed", runtime_patches=[e2e.run_for_an_hour_patch(("node",))])
     job["spec"]["activeDeadlineSeconds"] = deadline
-    created = hack.create_trainjob(client, job, namespace)
+    created = install.create_trainjob(client, job, namespace)
 
     def running() -> None:
         pods = e2e.jobset_pods(e2e_cluster, namespace, name)
@@ -475,7 +473,7 @@ def test_a_suspended_trainjob_loses_its_pods_and_resumed_runs_again_to_complete(
     name = "paused"
     long_run = e2e.run_for_an_hour_patch(("node",))
     job = e2e.trainjob(name, "torch-distributed", num_nodes=2, runtime_patches=[long_run])
-    hack.create_trainjob(client, job, namespace)
+    install.create_trainjob(client, job, namespace)
 
     def running() -> set[str]:
         assert jobs_status(read_trainjob(e2e_cluster, namespace, name)) == {
@@ -598,7 +596,7 @@ def test_a_runtime_update_does_not_reach_a_suspended_trainjob_and_its_snapshot_g
 ) -> None:
     kind, runtime = pause_runtime_ref
     name = "snapshotted"
-    created = hack.create_trainjob(client, e2e.trainjob(name, runtime, kind=kind), namespace)
+    created = install.create_trainjob(client, e2e.trainjob(name, runtime, kind=kind), namespace)
 
     def jobs(**expected: int) -> None:
         assert jobs_status(read_trainjob(e2e_cluster, namespace, name)) == {"node": counters(**expected)}

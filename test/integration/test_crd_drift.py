@@ -15,14 +15,14 @@ from types import ModuleType
 import pytest
 
 from controller.envtest import ControlPlane
-from controller.envtest.suite import load_script
+from support import crdgen
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def gen_crds() -> ModuleType:
-    return load_script(ROOT / "hack" / "gen-crds.py", "gen_crds")
+    return crdgen
 
 
 @pytest.fixture(scope="module")

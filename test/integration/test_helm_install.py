@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.envtest import Binaries, ControlPlane, load_script
+from controller.envtest import Binaries, ControlPlane
+from support import helm as _binary
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "kubeflow-trainer"
@@ -38,7 +39,6 @@ SECRET_LIMIT = 1024 * 1024
 GROUP = "trainer.kubeflow.org"
 ANNOTATION_LIMIT = 256 * 1024
 
-_binary = load_script(ROOT / "test" / "helm_binary.py", "_test_helm_binary")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

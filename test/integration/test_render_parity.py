@@ -2,7 +2,7 @@
 
 Every golden case (each runtime of `config/runtimes/` and `test/golden/runtimes/` crossed with the TrainJobs
 of `test/golden/trainjobs/`, exactly as `test/unit/render/test_render_golden.py` builds them) is given to
-upstream's own code, run offline by `hack/tools/upstream-render` (`upstream_render.py` here), and to ours.
+upstream's own code, run offline by `hack/tools/upstream-render` (`support.upstream_render`), and to ours.
 
 Both get the same stored objects: what the API server would store for each input on create. That is the
 object with the CRD's schema defaults (`runtime.schema.SchemaChecker`, whose verdicts and stored values
@@ -37,23 +37,19 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
-from controller.envtest import load_script
 from runtime.render import PLACEHOLDER_UID, Document, RenderError, RenderOptions, render
+from support import golden, upstream_render
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "test" / "golden"
 RUNTIME_DIRS = (ROOT / "config" / "runtimes", GOLDEN / "runtimes")
 EXISTING_DIR = GOLDEN / "existing"
 
-upstream_render: ModuleType = load_script(Path(__file__).with_name("upstream_render.py"), "_upstream_render")
-GOLDEN_TEST = ROOT / "test" / "unit" / "render" / "test_render_golden.py"
-golden: ModuleType = load_script(GOLDEN_TEST, "_render_golden")
 """Its `CASES` (and `SCHEMAS`, the CRDs of config/crd parsed once) are the cases compared here."""
 SCHEMAS = golden.SCHEMAS
 CASES = golden.CASES

@@ -1343,10 +1343,10 @@ def format_table(rows: Sequence[tuple[str, str, str, str]], targets: Sequence[Ta
 def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
     """PNG plots of the runs; none (with a note) without matplotlib (``pip install -e '.[bench]'``)."""
     try:
-        import matplotlib  # noqa: PLC0415 - optional (the `bench` extra): plots only
+        import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
+        import matplotlib.pyplot as plt
     except ImportError:
         _say("matplotlib is not installed (pip install -e '.[bench]'): no plots")
         return []

@@ -11,7 +11,7 @@
   config/default`` (the pinned kubectl), installed; a kubeconfig with a token from the TokenRequest API.
 - ``client`` (module): a separate admin client for the test's own reads and writes (as a user would).
 
-The object builders live in ``objects.py`` beside this file (tests load it with ``envtest.load_script``).
+The object builders live in ``support.trainer_objects``.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import pytest
 
 from controller import envtest
 from controller.client import Client
-from controller.envtest import Binaries, ControlPlane, load_script
+from controller.envtest import Binaries, ControlPlane
 from controller.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
+from support import install_manifests as _install
 
 USER = "integration-test"
-_install = load_script(Path(__file__).resolve().parents[1] / "install_manifests.py", "_install_manifests")
 CONCURRENCY = {
     "TrainJob.trainer.kubeflow.org": 5,
     "TrainingRuntime.trainer.kubeflow.org": 1,

@@ -5,15 +5,12 @@ legacy finalizer of Trainer ≤ v2.2 being stripped.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.client import Client
-from controller.envtest import load_script
-
-_objects = load_script(Path(__file__).with_name("objects.py"), "_trainer_integration_objects")
+from support import trainer_objects as _objects
 
 pytestmark = pytest.mark.allow_thread_leaks
 

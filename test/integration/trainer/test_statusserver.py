@@ -36,14 +36,13 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from controller.authentication import CachingAuthenticator, TokenReviewAuthenticator
 from controller.certwatcher import CertWatcher
 from controller.client import Client
-from controller.envtest import ControlPlane, load_script
+from controller.envtest import ControlPlane
 from controller.envtest.certs import CertificateAuthority
 from controller.errors import NotFound
 from controller.trainer.config import Configuration
 from controller.trainer.kinds import TRAINJOB
 from controller.trainer.statusserver import StatusHandler, StatusServer, client_for
-
-objects = load_script(Path(__file__).with_name("objects.py"), "_trainer_objects_statusserver")
+from support import trainer_objects as objects
 
 SERVICE_ACCOUNT = "trainer-pod"
 TIME = "2026-01-02T03:04:05Z"

@@ -12,16 +12,15 @@ import re
 import time
 import urllib.request
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.client import Client
-from controller.envtest import ControlPlane, load_script
+from controller.envtest import ControlPlane
 from controller.reconcile import Request
+from support import trainer_objects as _objects
 
-_objects = load_script(Path(__file__).with_name("objects.py"), "_trainer_integration_objects")
 CLUSTER_TRAINING_RUNTIME = _objects.CLUSTER_TRAINING_RUNTIME
 CONFIGMAP = _objects.CONFIGMAP
 EVENT = _objects.EVENT

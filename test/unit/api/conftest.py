@@ -1,6 +1,6 @@
 """Fixtures for the API tests: the CRD generator loaded as a module, and the committed CRDs.
 
-- ``gen_crds`` (session): ``hack/gen-crds.py`` imported under the name ``gen_crds``.
+- ``gen_crds`` (session): the CRD generator, ``support.crdgen`` (``hack/gen-crds.py`` is its command line).
 - ``crds`` (session): kind → the committed ``config/crd`` CustomResourceDefinition, parsed.
 - ``crd_schema(kind)``: the ``openAPIV3Schema`` of that kind's only version.
 """
@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.envtest.suite import load_script
+from support import crdgen
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def load_gen_crds() -> ModuleType:
-    return load_script(ROOT / "hack" / "gen-crds.py", "gen_crds")
+    return crdgen
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Our CRDs against upstream's: kubeflow/trainer v2.3.0's generated `manifests/base/crds/*.yaml`.
 
 Upstream's CRDs are read from the Go module `github.com/kubeflow/trainer/v2` at `TRAINER_VERSION`
-(hack/versions.env), downloaded into the Go module cache by `hack/thirdparty.py` (`go mod download`, a no-op
+(hack/versions.env), downloaded into the Go module cache by `support.thirdparty` (`go mod download`, a no-op
 when the module is there). Without Go or the module that is a missing prerequisite (test/conftest.py): the
 comparison is skipped, except under CI (env `CI` set) or `make test`, where it fails with the reason.
 
@@ -24,8 +24,8 @@ from typing import Any, NoReturn, Protocol
 import pytest
 import yaml
 
-from controller.envtest import load_script
 from runtime.api import v1alpha1
+from support import thirdparty as _thirdparty
 
 ROOT = Path(__file__).resolve().parents[3]
 OURS = ROOT / "config" / "crd"
@@ -44,7 +44,7 @@ copies onto each item and kube-openapi (our source for core types) does not."""
 
 
 def thirdparty() -> ModuleType:
-    return load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
+    return _thirdparty
 
 
 class Missing(Protocol):

@@ -3,7 +3,7 @@
 - ``helm`` (session): the pinned helm (``HELM_VERSION`` of ``hack/versions.env``, built from
   ``hack/tools/helm`` into the binaries cache). Built on first use when Go is on PATH
   (``hack/build-binaries.sh helm``); without Go the tests are skipped, or fail when prerequisites are
-  required (``make test``, CI: the ``prerequisite`` fixture of ``test/conftest.py``); ``test/helm_binary.py``.
+  required (``make test``, CI: the ``prerequisite`` fixture of ``test/conftest.py``); ``support.helm``.
   Helm's own cache, config and data directories point into a session temporary directory.
 - ``template`` (session): ``helm template`` of the chart as release ``kubeflow-trainer`` in
   ``kubeflow-system`` (``--include-crds``), with values given as a dict (written to a values file) and
@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.envtest import cache_directory, load_script
+from controller.envtest import cache_directory
+from support import helm as _binary
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "kubeflow-trainer-py"
@@ -33,7 +34,6 @@ NAMESPACE = "kubeflow-system"
 Objects = list[dict[str, Any]]
 
 
-_binary = load_script(ROOT / "test" / "helm_binary.py", "_test_helm_binary")
 
 
 def _parse(text: str) -> Objects:

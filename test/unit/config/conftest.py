@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.envtest import cache_directory, load_script
+from controller.envtest import cache_directory
+from support import thirdparty
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "config"
@@ -27,7 +28,7 @@ CONFIG = ROOT / "config"
 
 @pytest.fixture(scope="session")
 def kubectl(prerequisite: Any) -> Path:
-    versions = load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty").read_versions()
+    versions = thirdparty.read_versions()
     path = cache_directory() / "bin" / f"kubernetes-{versions['KUBERNETES_VERSION']}" / "kubectl"
     if not path.is_file():
         prerequisite.missing(f"the pinned kubectl is not built ({path}); run hack/build-binaries.sh")

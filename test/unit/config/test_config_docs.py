@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from controller.envtest import load_script
+from support import thirdparty
 
 ROOT = Path(__file__).resolve().parents[3]
 INSTALL = (ROOT / "docs" / "install.md").read_text()
 
 
 def test_the_jobset_prerequisite_names_the_pinned_version() -> None:
-    versions = load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty").read_versions()
+    versions = thirdparty.read_versions()
     assert f"JobSet {versions['JOBSET_VERSION']}" in INSTALL
 
 

@@ -1,4 +1,4 @@
-"""hack/thirdparty.py: pinned versions, path choice in a module, and clear errors without Go."""
+"""support.thirdparty: pinned versions, path choice in a module, and clear errors without Go."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from types import ModuleType
 
 import pytest
 
-from controller.envtest import load_script
+from support import thirdparty as _thirdparty
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def thirdparty() -> ModuleType:
-    return load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
+    return _thirdparty
 
 
 def test_versions_file_parsing_ignores_comments_and_blank_lines(

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from hypothesis import assume, event, example, given, seed
 
 from controller.clock import FakeClock
-from controller.envtest import load_script
 from controller.errors import ApiError, NoKindMatch, TransportError
 from controller.reconcile import Request, Result
 from controller.trainer.setup import new_registry
@@ -53,10 +51,10 @@ from runtime.resources import InvalidQuantityError
 from runtime.schema import CRD_DIR, SchemaChecker
 from runtime.strategicmerge import StrategicMergeError
 from runtime.testing import NOW
+from support import fakes as _fakes
 
 from .conftest import FUZZ, RUNTIMES, SEED, TRAINJOBS, names_a_field, served, worlds
 
-_fakes = load_script(Path(__file__).parents[1] / "trainer" / "fakes.py", "_trainer_unit_fakes")
 FakeCluster = _fakes.FakeCluster
 FakeRecorder = _fakes.FakeRecorder
 

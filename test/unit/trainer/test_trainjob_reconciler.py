@@ -27,8 +27,7 @@ from controller.trainer.trainjob_controller import (
 )
 from runtime.core.snapshot import build_snapshot
 from runtime.framework import MemoryReader
-
-from .fakes import FakeCluster, FakeRecorder
+from support.fakes import FakeCluster, FakeRecorder
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
