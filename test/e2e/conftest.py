@@ -6,11 +6,11 @@
     ``E2E_CLUSTER=kind`` after ``hack/e2e-setup-kind.sh``, or ``E2E_CLUSTER=kwok`` for a cluster from
     ``make cluster-up`` (``eval "$(make -s cluster-env)"``).
   - Otherwise ``support.kwok`` (what ``hack/cluster.py up`` runs) brings up a cluster of its own, named
-    ``trainer-e2e-pytest`` (``E2E_CLUSTER_NAME`` overrides) so that it never touches the ``make cluster-up`` one, and takes it
-    down when the session ends: after failures too, on Ctrl-C (pytest unwinds its fixtures), on SIGTERM
-    or SIGHUP (a handler runs the teardown, then lets the signal do what it would have done) and at
-    interpreter exit (atexit). Only a SIGKILL leaves it behind; the next session removes it before
-    starting its own.
+    ``trainer-e2e-pytest`` (``E2E_CLUSTER_NAME`` overrides) so that it never touches the ``make cluster-up``
+    one, and takes it down when the session ends: after failures too, on Ctrl-C (pytest unwinds its
+    fixtures), on SIGTERM or SIGHUP (a handler runs the teardown, then lets the signal do what it would have
+    done) and at interpreter exit (atexit). Only a SIGKILL leaves it behind; the next session removes it
+    before starting its own.
   - Missing binaries are built when collection finishes, before the first test's timeout starts
     (``hack/build-binaries.sh``: about 10 minutes cold on 2 cores). Without Go there is nothing to build
     them with nor to read the JobSet manifests from, so the e2e tests are skipped with that reason, or
