@@ -1,5 +1,5 @@
 """The manager against a real kube-apiserver (Tier 1): a toy reconciler converges, and leader election
-between two manager processes (``toy_manager.py``) lets only the leader reconcile and fails over.
+between two manager processes (``support.toy_manager``) lets only the leader reconcile and fails over.
 
 Issue 3's integration list: "a toy reconciler on a test CRD converges; two managers with leader election:
 only the leader reconciles, SIGKILL of the leader → the other takes over within 20 s", plus the graceful
@@ -28,6 +28,14 @@ from controller.errors import NotFound
 from controller.gvk import GVK
 from controller.leaderelection import JITTER_FACTOR
 from controller.manager import Manager, ManagerOptions
+from support import toy_manager
+from support.toy_manager import (
+    DEFAULT_RETRY_PERIOD,
+    LEASE_DURATION,
+    TIMING_MARGIN,
+    ToyReconciler,
+    worst_takeover,
+)
 
 HERE = Path(__file__).resolve().parent
 TOY = GVK("toy.controller.test", "v1", "Toy")
@@ -77,11 +85,6 @@ def configmap(client: Client, namespace: str, name: str) -> dict[str, Any]:
 def test_a_toy_reconciler_converges_and_follows_updates(
     kubeconfig: Path, client: Client, namespace: str, eventually: Callable[..., Any]
 ) -> None:
-    sys.path.insert(0, str(HERE))
-    try:
-        from toy_manager import ToyReconciler
-    finally:
-        sys.path.remove(str(HERE))
 
     manager = Manager.from_kubeconfig(
         str(kubeconfig),
@@ -139,7 +142,7 @@ def test_a_toy_reconciler_converges_and_follows_updates(
 
 
 class ToyProcess:
-    """One ``toy_manager.py`` subprocess; its JSON log lines are collected by a reader thread."""
+    """One ``support/toy_manager.py`` subprocess; its JSON log lines are collected by a reader thread."""
 
     def __init__(self, kubeconfig: Path, namespace: str, identity: str, *extra_args: str) -> None:
         self.identity = identity
@@ -149,7 +152,7 @@ class ToyProcess:
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                str(HERE / "toy_manager.py"),
+                toy_manager.__file__,
                 "--kubeconfig",
                 str(kubeconfig),
                 "--namespace",
@@ -239,23 +242,6 @@ def two_managers(
 
     leader_name = eventually(leader_known, timeout=30, retry_on=(AssertionError,))
     return (a, b) if leader_name == "toy-a" else (b, a)
-
-
-# toy_manager.py's lease timings (production's lease duration and renew deadline), and the slack a loaded
-# 2-core machine needs on top of the algorithm's worst case: process scheduling, API latency, the polling.
-LEASE_DURATION = 15.0
-DEFAULT_RETRY_PERIOD = 2.0
-TIMING_MARGIN = 5.0
-
-
-def worst_takeover(retry_period: float) -> float:
-    """client-go's worst case for a standby to take over a lease its holder stopped renewing, plus margin.
-
-    The standby acquires a lease duration after it last *saw* the record change; it sees the last renewal
-    up to one jittered retry period late, and notices the expiry up to one more late. A jittered retry
-    period is at most ``retry * (1 + JitterFactor)``.
-    """
-    return LEASE_DURATION + 2 * retry_period * (1 + JITTER_FACTOR) + TIMING_MARGIN
 
 
 def test_only_the_leader_reconciles_and_a_standby_takes_over_after_sigkill(

@@ -1,6 +1,6 @@
 """The TrainingRuntime whose node runs ``test/e2e/workload/allreduce.py``: the kind tier's real training job.
 
-Loaded by path (``controller.envtest.load_script``) by ``test_kind.py`` and ``test_kubeflow_sdk.py``: a Torch
+Used by ``test/e2e/test_kind.py`` and ``test/e2e/test_kubeflow_sdk.py``: a Torch
 policy (one process per node) and one replicated job, ``node``, labelled as the trainer step, whose container
 runs ``command`` in ``image`` with a 120 s rendezvous deadline and a small CPU and memory request.
 """

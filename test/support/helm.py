@@ -1,6 +1,6 @@
 """The pinned helm for the chart tests (``test/unit/charts``, ``test/integration/test_helm_install.py``).
 
-Loaded by path (``controller.envtest.load_script``; ``test/`` is not a package). :func:`helm_path` is
+:func:`helm_path` is
 ``<cache>/bin/helm-<HELM_VERSION>/helm``; :func:`ensure_helm` builds it with ``hack/build-binaries.sh helm``
 when it is missing and Go is on PATH, and otherwise calls ``prerequisite.missing`` (a skip, or a failure
 when prerequisites are required: ``make test``, CI). :func:`helm_env` points Helm's cache, config and data
@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 
-from controller.envtest import cache_directory, load_script
+from controller.envtest import cache_directory
+from support import thirdparty
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kubeflow-trainer-py"
 
 
 def versions() -> dict[str, str]:
-    read: dict[str, str] = load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty").read_versions()
+    read: dict[str, str] = thirdparty.read_versions()
     return read
 
 

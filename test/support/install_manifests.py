@@ -1,6 +1,6 @@
 """The shipped kustomize build (``config/``), as the integration fixtures install it.
 
-Loaded by path (``controller.envtest.load_script``) from ``test/integration/test_install_manifests.py`` and
+Used by ``test/integration/test_install_manifests.py``, the reliability suite and
 from the Trainer manager fixture (``test/integration/trainer/conftest.py``), which runs the manager as the
 ServiceAccount and with the RBAC objects this build ships.
 

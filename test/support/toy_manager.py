@@ -8,7 +8,7 @@ With ``--leader-election`` only the lease holder reconciles. Logs are JSON lines
 logs ``toy.reconciled``. Exit status: 0 after SIGTERM/SIGINT, 1 when the lease was lost (as every
 controller built on ``controller.manager`` must do), 2 on a start-up failure.
 
-Usage: ``python toy_manager.py --kubeconfig K --namespace NS --identity ID [--leader-election]``
+Usage: ``python test/support/toy_manager.py --kubeconfig K --namespace NS --identity ID [--leader-election]``
 """
 
 from __future__ import annotations
@@ -23,9 +23,27 @@ from controller.builder import ControllerBuilder
 from controller.client import Client
 from controller.errors import NotFound
 from controller.gvk import GVK
+from controller.leaderelection import JITTER_FACTOR
 from controller.logging import configure
 from controller.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
 from controller.reconcile import Request, Result
+
+# The lease timings of main() below (production's lease duration and renew deadline), and the slack a loaded
+# 2-core machine needs on top of the algorithm's worst case: process scheduling, API latency, the polling.
+LEASE_DURATION = 15.0
+DEFAULT_RETRY_PERIOD = 2.0
+TIMING_MARGIN = 5.0
+
+
+def worst_takeover(retry_period: float) -> float:
+    """client-go's worst case for a standby to take over a lease its holder stopped renewing, plus margin.
+
+    The standby acquires a lease duration after it last *saw* the record change; it sees the last renewal
+    up to one jittered retry period late, and notices the expiry up to one more late. A jittered retry
+    period is at most ``retry * (1 + JitterFactor)``.
+    """
+    return LEASE_DURATION + 2 * retry_period * (1 + JITTER_FACTOR) + TIMING_MARGIN
+
 
 TOY = GVK("toy.controller.test", "v1", "Toy")
 CONFIGMAP = GVK("", "v1", "ConfigMap")

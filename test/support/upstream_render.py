@@ -12,8 +12,6 @@ builds anew). This module runs it:
   :class:`Rendered` (upstream's plugin order is a Go map's, and some output depends on it);
 - :meth:`UpstreamRender.snapshot` returns what upstream writes into a runtime snapshot's ``data.runtime``;
 - :meth:`UpstreamRender.json_to_yaml` returns ``sigs.k8s.io/yaml.JSONToYAML`` of a JSON text.
-
-Imported by path (``controller.envtest.load_script``), as test modules do not form a package.
 """
 
 from __future__ import annotations

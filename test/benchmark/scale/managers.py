@@ -1,0 +1,143 @@
+"""The two managers on a fresh Tier 1 control plane: ours and upstream's, started by ``support.launcher``."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from benchmark.scale import CONTROLLER, COSCHEDULING_RUNTIME, CRD_DIR, FIELD_MANAGER, NAMESPACE, RUNTIME_FILE
+from benchmark.scale.metrics import RequestKey, apiserver_requests, parse_prometheus
+from controller.client import Client
+from controller.envtest import ControlPlane, find_binaries
+from controller.envtest.process import free_port
+from support import launcher, thirdparty, upstream
+
+
+def start_ours(kubeconfig: Path, workdir: Path, *, qps: float, burst: int, timeout: float = 120.0) -> Any:
+    """Our manager, the console script of this Python, configured as upstream's is in ``support.upstream``
+    (``support.launcher``); returns its ``ManagerHandle`` once ``/readyz`` (caches synced) is 200."""
+    try:
+        command = [str(launcher.console_script())]
+    except launcher.LaunchError as exc:
+        raise SystemExit(str(exc)) from exc
+    config = upstream.configuration(
+        launcher.shipped_configuration(),
+        health_port=free_port(),
+        metrics_port=free_port(),
+        webhook_port=free_port(),
+        qps=qps,
+        burst=burst,
+    )
+    handle = launcher.prepare(
+        workdir,
+        kubeconfig,
+        config,
+        command=command,
+        cert_dir=workdir / "certs",
+        ca_name="trainer-bench-webhook-ca",
+    )
+    return launcher.launch(handle, timeout=timeout)
+
+
+def ours_workers_started_at(log: Path, controller: str = CONTROLLER) -> float | None:
+    """When our ``controller`` logged ``controller.started`` (workers up, after its caches synced), as a
+    Unix time, from the last start in ``log`` (``support.launcher.workers_started_at``)."""
+    return launcher.workers_started_at(log, controller)
+
+
+def start_manager(which: str, kubeconfig: Path, workdir: Path, *, qps: float, burst: int) -> Any:
+    if which == "ours":
+        return start_ours(kubeconfig, workdir, qps=qps, burst=burst)
+    return upstream.start(kubeconfig, workdir, qps=qps, burst=burst)
+
+
+def workers_started_at(which: str, handle: Any) -> float | None:
+    if which == "ours":
+        return ours_workers_started_at(handle.log)
+    started: float | None = upstream.workers_started_at(handle.log)
+    return started
+
+
+class Session:
+    """A fresh control plane with the CRDs and runtimes installed, the benchmark's client, and at most one
+    manager at a time. The benchmark's own requests are counted in :attr:`own`."""
+
+    def __init__(self, workdir: Path, *, coscheduling: bool = False) -> None:
+        pinned = thirdparty.read_versions()
+        self.workdir = workdir
+        self.plane = ControlPlane(
+            find_binaries(
+                etcd_version=pinned["ETCD_VERSION"], kubernetes_version=pinned["KUBERNETES_VERSION"]
+            )
+        )
+        self.own: Counter[tuple[str, str]] = Counter()
+        self._own_lock = threading.Lock()
+        self.client: Client | None = None
+        self.coscheduling = coscheduling
+        self.manager: Any = None
+
+    def __enter__(self) -> Session:
+        self.plane.start()
+        self.plane.install_crds(
+            [thirdparty.jobset_crd(), thirdparty.scheduler_plugins_podgroup_crd(), CRD_DIR]
+        )
+        self.client = Client.load(str(self.plane.kubeconfig), qps=0, pool_size=64)
+        runtime = yaml.safe_load(RUNTIME_FILE.read_text())
+        self.client.apply(runtime, FIELD_MANAGER)
+        if self.coscheduling:
+            self.client.apply(coscheduling_runtime(runtime), FIELD_MANAGER)
+        self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.manager is not None:
+                self.manager.stop()
+        finally:
+            if self.client is not None:
+                self.client.close()
+            self.plane.stop()
+
+    @property
+    def api(self) -> Client:
+        if self.client is None:
+            raise RuntimeError("the session has not started")
+        return self.client
+
+    def count(self, verb: str, resource: str, n: int = 1) -> None:
+        with self._own_lock:
+            self.own[(verb, resource)] += n
+
+    def own_snapshot(self) -> Counter[tuple[str, str]]:
+        with self._own_lock:
+            return Counter(self.own)
+
+    def apiserver_counts(self) -> Counter[RequestKey]:
+        answer = self.plane.admin_request("GET", "/metrics")
+        return apiserver_requests(parse_prometheus(answer.body.decode(), ("apiserver_request_total",)))
+
+    def start_manager(self, which: str, *, qps: float, burst: int, tag: str = "") -> Any:
+        workdir = self.workdir / f"{which}{tag}"
+        self.manager = start_manager(which, self.plane.kubeconfig, workdir, qps=qps, burst=burst)
+        return self.manager
+
+    def stop_manager(self) -> int | None:
+        code: int | None = None
+        if self.manager is not None:
+            code = self.manager.stop()
+            self.manager = None
+        return code
+
+
+def coscheduling_runtime(runtime: Mapping[str, Any]) -> dict[str, Any]:
+    """``runtime`` renamed, with ``podGroupPolicy.coscheduling`` (a PodGroup per TrainJob)."""
+    copy: dict[str, Any] = orjson.loads(orjson.dumps(runtime))
+    copy["metadata"] = {"name": COSCHEDULING_RUNTIME}
+    copy["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
+    return copy

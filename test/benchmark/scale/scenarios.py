@@ -1,0 +1,418 @@
+"""The scenarios: burst, idle, steady, scale, ceiling and the micro benchmarks; each returns its figures."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from benchmark.scale import (
+    CONTROLLER,
+    COSCHEDULING_RUNTIME,
+    FIELD_MANAGER,
+    JOBSET,
+    LIFTED_BURST,
+    LIFTED_QPS,
+    NAMESPACE,
+    PODGROUP,
+    REPO,
+    RUNTIME_FILE,
+    SHIPPED_BURST,
+    SHIPPED_QPS,
+    TRAINJOB,
+    say,
+)
+from benchmark.scale.managers import Session
+from benchmark.scale.metrics import (
+    Sample,
+    histogram_buckets,
+    histogram_quantile,
+    managers_requests,
+    metric_sum,
+    percentile,
+    subtract,
+    subtract_buckets,
+    summarize_requests,
+)
+from benchmark.scale.proc import cpu_seconds, load_average, profiled, rss_mib
+from benchmark.scale.workloads import (
+    Arrivals,
+    create_all,
+    create_paced,
+    manager_samples,
+    progress,
+    trainjob,
+    wait_settled,
+    wait_workers_started,
+)
+from runtime.render import Document, RenderOptions
+from runtime.render import render as render_objects
+
+
+@dataclass(slots=True, kw_only=True)
+class Settings:
+    burst: int = 1000
+    idle_s: float = 60.0
+    steady_s: float = 60.0
+    rates: tuple[int, ...] = (20, 50)
+    scale: int = 10_000
+    ceiling: int = 2000
+    workdir: Path = field(default_factory=lambda: Path("/tmp/bench-scale"))
+    profile: Path | None = None
+
+
+def _latency(trainjobs: Mapping[str, float], jobsets: Mapping[str, float]) -> dict[str, float]:
+    values = [jobsets[name] - trainjobs[name] for name in jobsets if name in trainjobs]
+    return {
+        "count": len(values),
+        "p50": percentile(values, 0.50),
+        "p95": percentile(values, 0.95),
+        "p99": percentile(values, 0.99),
+        "max": max(values) if values else math.nan,
+    }
+
+
+def _reconcile_outcomes(before: Sequence[Sample], after: Sequence[Sample]) -> dict[str, float]:
+    outcomes: dict[str, float] = {}
+    for result in ("success", "error", "requeue", "requeue_after"):
+        outcomes[result] = metric_sum(
+            after, "controller_runtime_reconcile_total", controller=CONTROLLER, result=result
+        ) - metric_sum(before, "controller_runtime_reconcile_total", controller=CONTROLLER, result=result)
+    return outcomes
+
+
+def _client_requests(before: Sequence[Sample], after: Sequence[Sample]) -> dict[str, float]:
+    """The manager's own ``rest_client_requests_total`` by method (all codes): a cross-check."""
+    methods = {s.label("method") for s in after if s.name == "rest_client_requests_total"}
+    return {
+        m: metric_sum(after, "rest_client_requests_total", method=m)
+        - metric_sum(before, "rest_client_requests_total", method=m)
+        for m in sorted(methods)
+    }
+
+
+def run_burst(
+    session: Session,
+    which: str,
+    n: int,
+    *,
+    qps: float,
+    burst: int,
+    idle_s: float | None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """The burst (and, with ``idle_s``, the idle period after it) against ``which`` on ``session``;
+    ``profile``: where to write py-spy's stacks of the manager during the burst."""
+    handle = session.start_manager(which, qps=qps, burst=burst)
+    wait_workers_started(which, handle)
+    wait_settled(handle, quiet=1.0)
+    names = [f"burst-{i:05d}" for i in range(n)]
+    load_before = load_average()
+    with (
+        Arrivals(session, TRAINJOB, "trainjobs") as trainjobs,
+        Arrivals(session, JOBSET, "jobsets") as jobsets,
+    ):
+        api_before, own_before = session.apiserver_counts(), session.own_snapshot()
+        samples_before = manager_samples(handle)
+        cpu_before = cpu_seconds(handle.pid)
+        with profiled(handle.pid, profile):
+            start = time.monotonic()
+            create_all(session, [trainjob(name) for name in names])
+            created = time.monotonic()
+            complete = jobsets.wait_for(names, timeout=max(600.0, n))
+        seen = jobsets.times(names)
+        last = max(seen.values()) if seen else math.nan
+        wait_settled(handle)
+        cpu_after = cpu_seconds(handle.pid)
+        samples_after = manager_samples(handle)
+        api_after, own_after = session.apiserver_counts(), session.own_snapshot()
+        latency = _latency(trainjobs.times(names), seen)
+    requests = summarize_requests(managers_requests(subtract(api_after, api_before), own_after - own_before))
+    outcomes = _reconcile_outcomes(samples_before, samples_after)
+    result: dict[str, Any] = {
+        "trainjobs": n,
+        "jobsets": len(seen),
+        "complete": complete,
+        "qps": qps,
+        "burst": burst,
+        "create_s": created - start,
+        "wall_s": last - start,
+        "throughput_per_s": len(seen) / (last - start) if seen else math.nan,
+        # The API server's write load: the benchmark's TrainJob creates plus the manager's writes (a JobSet
+        # takes three writes in all, where the ceiling scenario makes one per JobSet).
+        "all_writes_per_s": (n + requests.writes) / (last - start) if seen else math.nan,
+        "jobset_seen_s": sorted(t - start for t in seen.values()),
+        "latency_s": latency,
+        "requests": {
+            "writes": requests.writes,
+            "reads": requests.reads,
+            "failed": requests.failed,
+            "writes_per_trainjob": requests.writes / n,
+            "reads_per_trainjob": requests.reads / n,
+            "per_trainjob": requests.per(n),
+        },
+        "client_requests": _client_requests(samples_before, samples_after),
+        "reconciles": outcomes,
+        "reconcile_errors": metric_sum(
+            samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
+        )
+        - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
+        "cpu_s": cpu_after - cpu_before,
+        "cpu_s_per_trainjob": (cpu_after - cpu_before) / n,
+        "rss_mib": rss_mib(handle.pid),
+        "load_before": load_before,
+        "load_after": load_average(),
+    }
+    say(
+        f"  {which}: {len(seen)}/{n} JobSets in {result['wall_s']:.2f} s, "
+        f"{requests.writes / n:.2f} writes and {requests.reads / n:.2f} reads per TrainJob, "
+        f"{result['reconcile_errors']:.0f} reconcile errors, "
+        f"CPU {result['cpu_s']:.2f} s"
+    )
+    if idle_s:
+        result["idle"] = run_idle(session, handle, idle_s)
+    session.stop_manager()
+    return result
+
+
+def run_idle(session: Session, handle: Any, seconds: float) -> dict[str, Any]:
+    api_before, own_before = session.apiserver_counts(), session.own_snapshot()
+    samples_before = manager_samples(handle)
+    cpu_before = cpu_seconds(handle.pid)
+    load_before = load_average()
+    threading.Event().wait(seconds)
+    cpu_after = cpu_seconds(handle.pid)
+    samples_after = manager_samples(handle)
+    api_after, own_after = session.apiserver_counts(), session.own_snapshot()
+    requests = summarize_requests(managers_requests(subtract(api_after, api_before), own_after - own_before))
+    client = _client_requests(samples_before, samples_after)
+    result = {
+        "seconds": seconds,
+        "writes": requests.writes,
+        "reads": requests.reads,
+        "requests": requests.by_verb_resource,
+        "client_requests": sum(client.values()),
+        "cpu_s": cpu_after - cpu_before,
+        "load_before": load_before,
+        "load_after": load_average(),
+    }
+    say(
+        f"  idle {seconds:g} s: {requests.writes} writes, {result['client_requests']:.0f} client requests, "
+        f"CPU {result['cpu_s']:.2f} s"
+    )
+    return result
+
+
+def run_steady(session: Session, which: str, rates: Sequence[int], seconds: float) -> dict[str, Any]:
+    handle = session.start_manager(which, qps=SHIPPED_QPS, burst=SHIPPED_BURST)
+    wait_workers_started(which, handle)
+    wait_settled(handle, quiet=1.0)
+    result: dict[str, Any] = {}
+    for rate in rates:
+        names = [f"steady{rate}-{i:05d}" for i in range(int(rate * seconds))]
+        load_before = load_average()
+        with (
+            Arrivals(session, TRAINJOB, "trainjobs") as trainjobs,
+            Arrivals(session, JOBSET, "jobsets") as jobsets,
+        ):
+            samples_before = manager_samples(handle)
+            cpu_before = cpu_seconds(handle.pid)
+            answered, late = create_paced(session, [trainjob(name) for name in names], rate)
+            complete = jobsets.wait_for(names, timeout=600.0)
+            wait_settled(handle)
+            samples_after = manager_samples(handle)
+            cpu_after = cpu_seconds(handle.pid)
+            seen_trainjobs, seen_jobsets = trainjobs.times(names), jobsets.times(names)
+        histogram = subtract_buckets(
+            histogram_buckets(samples_after, "kubeflow_trainer_trainjob_jobset_creation_seconds"),
+            histogram_buckets(samples_before, "kubeflow_trainer_trainjob_jobset_creation_seconds"),
+        )
+        entry = {
+            "rate_per_s": rate,
+            "trainjobs": len(names),
+            "complete": complete,
+            "latency_s": _latency(seen_trainjobs, seen_jobsets),
+            "latency_from_create_answer_s": _latency(answered, seen_jobsets),
+            "latencies_s": sorted(
+                seen_jobsets[n] - seen_trainjobs[n] for n in seen_jobsets if n in seen_trainjobs
+            ),
+            "max_send_lateness_s": late,
+            "reconcile_errors": metric_sum(
+                samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
+            )
+            - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
+            "cpu_s_per_trainjob": (cpu_after - cpu_before) / len(names),
+            "load_before": load_before,
+            "load_after": load_average(),
+        }
+        if histogram and histogram[-1][1] > 0:
+            entry["histogram_s"] = {
+                "p50": histogram_quantile(0.5, histogram),
+                "p99": histogram_quantile(0.99, histogram),
+            }
+        result[str(rate)] = entry
+        lat = entry["latency_s"]
+        say(
+            f"  {which} {rate}/s: p50 {lat['p50'] * 1000:.0f} ms, p95 {lat['p95'] * 1000:.0f} ms, "
+            f"p99 {lat['p99'] * 1000:.0f} ms"
+        )
+    session.stop_manager()
+    return result
+
+
+def run_scale(session: Session, which: str, n: int, profile: Path | None = None) -> dict[str, Any]:
+    """``n`` TrainJobs on a coscheduling runtime, then a restart; ``profile``: where to write py-spy's
+    stacks of the restarted manager until its initial reconciles have drained."""
+    handle = session.start_manager(which, qps=LIFTED_QPS, burst=LIFTED_BURST)
+    wait_workers_started(which, handle)
+    wait_settled(handle, quiet=1.0)
+    names = [f"scale-{i:05d}" for i in range(n)]
+    load_before = load_average()
+    cpu_start = cpu_seconds(handle.pid)
+    with Arrivals(session, JOBSET, "jobsets") as jobsets:
+        api_before, own_before = session.apiserver_counts(), session.own_snapshot()
+        start = time.monotonic()
+        create_all(session, [trainjob(name, COSCHEDULING_RUNTIME) for name in names])
+        complete = jobsets.wait_for(names, timeout=max(900.0, n / 5))
+        populated = time.monotonic()
+        wait_settled(handle, quiet=3.0, timeout=900.0)
+    api_after, own_after = session.apiserver_counts(), session.own_snapshot()
+    cpu_end = cpu_seconds(handle.pid)
+    podgroups = len(session.api.list(PODGROUP, NAMESPACE).items)
+    session.count("LIST", "podgroups")
+    rss = rss_mib(handle.pid)
+    requests = summarize_requests(managers_requests(subtract(api_after, api_before), own_after - own_before))
+    result: dict[str, Any] = {
+        "trainjobs": n,
+        "complete": complete,
+        "podgroups": podgroups,
+        "populate_s": populated - start,
+        "rss_mib": rss,
+        "cpu_s": cpu_end - cpu_start,
+        "cpu_s_per_trainjob": (cpu_end - cpu_start) / n,
+        "requests": {
+            "writes_per_trainjob": requests.writes / n,
+            "reads_per_trainjob": requests.reads / n,
+            "per_trainjob": requests.per(n),
+        },
+        "load_before": load_before,
+    }
+    say(
+        f"  {which}: {n} TrainJobs populated in {result['populate_s']:.1f} s, RSS {rss:.0f} MiB, "
+        f"CPU {result['cpu_s_per_trainjob'] * 1000:.2f} ms per TrainJob"
+    )
+    session.stop_manager()
+    # The restart, under the shipped limiter.
+    api_before, own_before = session.apiserver_counts(), session.own_snapshot()
+    handle = session.start_manager(which, qps=SHIPPED_QPS, burst=SHIPPED_BURST, tag="-restart")
+    started = handle.started_at
+    pause = threading.Event()
+    deadline = time.monotonic() + 900.0
+    drained_at: float | None = None
+    with profiled(handle.pid, profile):
+        while time.monotonic() < deadline:
+            now = progress(handle)
+            if now.reconciles >= n and not now.depth and not now.active:
+                drained_at = time.time()
+                break
+            # Each poll is a metrics scrape, which costs the manager too (ours counts its TrainJobs by
+            # state at scrape time): twice a second keeps that small, for 0.25 s of resolution.
+            pause.wait(0.5)
+    synced_at = wait_workers_started(which, handle)
+    wait_settled(handle, quiet=2.0)
+    api_after, own_after = session.apiserver_counts(), session.own_snapshot()
+    restart_requests = summarize_requests(
+        managers_requests(subtract(api_after, api_before), own_after - own_before)
+    )
+    final = progress(handle)
+    result["restart"] = {
+        "caches_synced_s": synced_at - started,
+        "drained_s": (drained_at - started) if drained_at is not None else math.nan,
+        "writes": restart_requests.writes,
+        "reads": restart_requests.reads,
+        "requests": restart_requests.by_verb_resource,
+        "reconciles": final.reconciles,
+        "reconcile_errors": final.errors,
+        "cpu_s": cpu_seconds(handle.pid),
+        "cpu_s_per_trainjob": cpu_seconds(handle.pid) / n,
+        "rss_mib": rss_mib(handle.pid),
+        "load_after": load_average(),
+    }
+    restart = result["restart"]
+    say(
+        f"  {which} restart: caches synced {restart['caches_synced_s']:.1f} s, "
+        f"drained {restart['drained_s']:.1f} s, {restart['writes']} writes, RSS {restart['rss_mib']:.0f} MiB"
+    )
+    session.stop_manager()
+    return result
+
+
+def run_ceiling(session: Session, n: int) -> dict[str, Any]:
+    """Server-side apply of ``n`` JobSets (as rendered for the benchmark's TrainJob) with 8, then 16
+    client threads; no manager runs."""
+    runtime = yaml.safe_load(RUNTIME_FILE.read_text())
+    rendered = render_objects(
+        Document(obj=trainjob("ceiling"), source="bench"),
+        [Document(obj=runtime, source=str(RUNTIME_FILE))],
+        options=RenderOptions(namespace=NAMESPACE),
+    )
+    template = next(obj for obj in rendered.objects if obj.get("kind") == "JobSet")
+    result: dict[str, Any] = {"runs": []}
+    for threads in (8, 16):
+        objects = []
+        for i in range(n):
+            obj: dict[str, Any] = orjson.loads(orjson.dumps(template))
+            obj["metadata"]["name"] = f"ceiling{threads}-{i:05d}"
+            objects.append(obj)
+        own_cpu = time.process_time()
+        load_before = load_average()
+        start = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="bench/apply") as pool:
+            for future in [pool.submit(session.api.apply, obj, FIELD_MANAGER) for obj in objects]:
+                future.result()
+        elapsed = time.monotonic() - start
+        session.count("APPLY", "jobsets", n)
+        run = {
+            "threads": threads,
+            "jobsets": n,
+            "seconds": elapsed,
+            "apply_per_s": n / elapsed,
+            "client_cpu_s": time.process_time() - own_cpu,
+            "load_before": load_before,
+            "load_after": load_average(),
+        }
+        result["runs"].append(run)
+        say(f"  ceiling, {threads} threads: {run['apply_per_s']:.0f} JobSet applies/s")
+    result["apply_per_s"] = max(run["apply_per_s"] for run in result["runs"])
+    return result
+
+
+def run_micro(output: Path) -> dict[str, Any]:
+    """``pytest -m benchmark`` (``make bench``), its output saved to ``output``."""
+    argv = [sys.executable, "-m", "pytest", "test", "-m", "benchmark", "-s", "-p", "no:cacheprovider", "-q"]
+    began = time.monotonic()
+    with output.open("w") as log:
+        log.write(
+            f"# {' '.join(argv[1:])}  (started {time.strftime('%Y-%m-%d %H:%M:%S')}, load {load_average()})\n"
+        )
+        log.flush()
+        done = subprocess.run(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False)
+    say(f"  micro benchmarks: exit status {done.returncode}, output in {output}")
+    return {
+        "exit_status": done.returncode,
+        "seconds": time.monotonic() - began,
+        "output": str(output.relative_to(REPO) if output.is_relative_to(REPO) else output),
+    }
+
+
+# ============================================================================================= report
