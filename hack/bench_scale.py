@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the test-support packages
 
-from benchmark.scale.__main__ import main  # noqa: E402
+from benchmark.scale.__main__ import main
 
 if __name__ == "__main__":
     sys.exit(main())

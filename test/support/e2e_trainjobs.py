@@ -29,8 +29,6 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 COUNTERS = ("active", "ready", "succeeded", "failed", "suspended")
 
 
-
-
 @pytest.fixture(scope="module")
 def client(e2e_cluster: Any) -> Iterator[Client]:
     c = Client.load(str(e2e_cluster.kubeconfig), user_agent="test_trainjob_e2e")
@@ -67,8 +65,6 @@ def manager(e2e_cluster: Any, trainer_api: None) -> Iterator[Any]:
 def kwok_stages(e2e_cluster: Any) -> None:
     if e2e_cluster.flavour != "kwok":
         pytest.skip("this test relies on kwok stages (instant pods, the fail label)")
-
-
 
 
 # ------------------------------------------------------------------------------------------------ manifests

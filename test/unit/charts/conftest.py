@@ -34,8 +34,6 @@ NAMESPACE = "kubeflow-system"
 Objects = list[dict[str, Any]]
 
 
-
-
 def _parse(text: str) -> Objects:
     return [doc for doc in yaml.load_all(text, Loader=yaml.CSafeLoader) if doc]
 
