@@ -1,7 +1,8 @@
 """Write docs/architecture.svg, the README's picture of the controller, from the layout below.
 
 Pure Python and deterministic (no timestamps, no fonts measured, no third-party code): the same source gives
-the same bytes, so ``test/unit/docs/test_architecture_svg.py`` can check that the committed SVG is current.
+the same bytes, so ``test/unit/docs/test_architecture_svg.py`` can check that the committed SVG is current
+(it runs this script with ``--stdout``).
 
     .venv/bin/python hack/gen-architecture-svg.py           # rewrite docs/architecture.svg
     .venv/bin/python hack/gen-architecture-svg.py --check   # exit 1 if it is out of date
@@ -325,8 +326,12 @@ def draw() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/architecture.svg is out of date")
+    parser.add_argument("--stdout", action="store_true", help="print the drawing instead of writing it")
     args = parser.parse_args(argv)
     svg = draw()
+    if args.stdout:
+        sys.stdout.write(svg)
+        return 0
     if args.check:
         current = OUTPUT.read_text() if OUTPUT.exists() else ""
         if current != svg:

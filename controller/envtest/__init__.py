@@ -27,7 +27,7 @@ from controller.envtest.binaries import Binaries, BinariesNotFound, cache_direct
 from controller.envtest.certs import CertificateAuthority, KeyPair, SigningKeyPair, generate_rsa_keypair
 from controller.envtest.controlplane import ControlPlane, ControlPlaneStatistics, load_crds
 from controller.envtest.errors import EnvtestError, RequestError, StartError
-from controller.envtest.suite import eventually, load_script, namespace_name, namespaced_crd, wait_until
+from controller.envtest.suite import eventually, namespace_name, namespaced_crd, wait_until
 
 __all__ = [
     "Binaries",
@@ -46,7 +46,6 @@ __all__ = [
     "find_binaries",
     "generate_rsa_keypair",
     "load_crds",
-    "load_script",
     "namespace_name",
     "namespaced_crd",
     "wait_until",

@@ -15,28 +15,23 @@ Guarantees:
 - :func:`namespace_name` turns a test's name into a valid, unique namespace name (at most 47 characters).
 - :func:`namespaced_crd` is a minimal structural CustomResourceDefinition for a kind a test makes up: one
   served and stored version, a status subresource, and the ``spec``/``status`` schemas given.
-- :func:`load_script` imports a script that is not in a package (``hack/*.py``) once per process.
 
 Deliberately missing: Gomega's matchers and ``Consistently``; a test asserts with plain ``assert``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import secrets
-import sys
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
 from controller.clock import REAL_CLOCK
 
 T = TypeVar("T")
 
-__all__ = ["eventually", "load_script", "namespace_name", "namespaced_crd", "wait_until"]
+__all__ = ["eventually", "namespace_name", "namespaced_crd", "wait_until"]
 
 
 def eventually(
@@ -124,21 +119,3 @@ def namespaced_crd(
             ],
         },
     }
-
-
-def load_script(path: Path, module_name: str) -> ModuleType:
-    """The module in ``path``, imported as ``module_name`` on first use and the same module afterwards."""
-    loaded = sys.modules.get(module_name)
-    if loaded is not None:
-        return loaded
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path} as a module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses look their module up while the class is created
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module

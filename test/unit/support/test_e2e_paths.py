@@ -1,8 +1,9 @@
-"""``hack/e2e_paths.py``: the kwok and kind e2e paths register the same webhooks, addressed differently.
+"""``support.e2e_paths``: the kwok and kind e2e paths register the same webhooks, addressed differently.
 
-The kwok path builds its webhook configurations in code (``hack/cluster.py``), the kind path installs
-``config/webhook/``; if one gains a webhook, a rule or a failure policy the other lacks, the e2e suite would
-test two different admission set-ups. Everything but ``clientConfig`` (and the manifests' labels) must match.
+The kwok path derives its webhook configurations from ``config/webhook/`` in code (``support.launcher``),
+the kind path installs ``config/webhook/``; if one gains a webhook, a rule or a failure policy the other
+lacks, the e2e suite would test two different admission set-ups. Everything but ``clientConfig`` (and the
+manifests' labels) must match.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from controller import envtest
-
-ROOT = Path(__file__).resolve().parents[3]
-paths = envtest.load_script(ROOT / "hack" / "e2e_paths.py", "_hack_e2e_paths")
+from support import e2e_paths as paths
+from support import kueue, kwok
 
 
 def _without_addressing(configurations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -93,16 +92,15 @@ def test_an_unknown_flavour_is_refused() -> None:
 
 @pytest.fixture
 def no_kueue_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """hack/cluster.py as on a machine where build-binaries.sh names a Kueue directory without ``kueue``
+    """The kwok cluster as on a machine where build-binaries.sh names a Kueue directory without ``kueue``
     and no Kueue runs; reading a cluster's state would be a failure (nothing is to be started)."""
-    cluster = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
-    monkeypatch.setattr(cluster, "binary_dirs", lambda: {"KUEUE_BIN": tmp_path})
-    monkeypatch.setattr(cluster, "kueue_process", lambda name: None)
+    monkeypatch.setattr(kwok, "binary_dirs", lambda: {"KUEUE_BIN": tmp_path})
+    monkeypatch.setattr(kueue, "kueue_process", lambda name: None)
 
     def no_state(name: str) -> None:
         raise AssertionError("the cluster was looked at before the binary")
 
-    monkeypatch.setattr(cluster.ClusterState, "read", staticmethod(no_state))
+    monkeypatch.setattr(kwok.ClusterState, "read", staticmethod(no_state))
     return tmp_path
 
 

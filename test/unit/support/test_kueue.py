@@ -1,4 +1,4 @@
-"""Kueue on the host (``hack/cluster.py`` section "Kueue", ``hack/thirdparty.py`` ``kueue_manifests``).
+"""Kueue on the host (``support.kueue``, ``support.thirdparty`` ``kueue_manifests``).
 
 What must hold without a cluster: only Kueue's own kinds and TrainJobs labelled with a queue name reach the
 Kueue process (so the rest of the e2e suite never depends on it), every listener it opens is on loopback,
@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 import yaml
 
-from controller import envtest
+from support import kueue
+from support import thirdparty as _thirdparty
+from support.process import ClusterError
 
 ROOT = Path(__file__).resolve().parents[3]
-cluster = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster")
 
 
 @pytest.fixture(scope="module")
 def thirdparty() -> ModuleType:
-    return envtest.load_script(ROOT / "hack" / "thirdparty.py", "_hack_thirdparty")
+    return _thirdparty
 
 
 def _hook(name: str, group: str, resource: str, path: str) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def manifests(tmp_path: Path) -> Path:
 
 
 def test_only_kueues_own_kinds_and_queued_trainjobs_are_sent_to_the_kueue_process(manifests: Path) -> None:
-    configurations = cluster.kueue_webhook_configurations(manifests, port=9443, ca_bundle=b"CA")
+    configurations = kueue.kueue_webhook_configurations(manifests, port=9443, ca_bundle=b"CA")
     hooks = {
         (c["kind"], c["metadata"]["name"]): {h["name"]: h for h in c["webhooks"]} for c in configurations
     }
@@ -98,17 +99,17 @@ def test_only_kueues_own_kinds_and_queued_trainjobs_are_sent_to_the_kueue_proces
 
 
 def test_an_integration_without_a_known_webhook_selection_is_refused(manifests: Path) -> None:
-    with pytest.raises(cluster.ClusterError, match="batch/job"):
-        cluster.kueue_webhook_configurations(manifests, port=1, ca_bundle=b"", frameworks=["batch/job"])
+    with pytest.raises(ClusterError, match="batch/job"):
+        kueue.kueue_webhook_configurations(manifests, port=1, ca_bundle=b"", frameworks=["batch/job"])
 
 
 def test_every_listener_of_the_configuration_is_on_loopback_and_only_queued_trainjobs_are_managed() -> None:
-    config = cluster.kueue_configuration(
+    config = kueue.kueue_configuration(
         health_port=1,
         metrics_port=2,
         webhook_port=3,
         cert_dir=Path("/c"),
-        frameworks=cluster.KUEUE_FRAMEWORKS,
+        frameworks=kueue.KUEUE_FRAMEWORKS,
     )
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:1"
@@ -123,28 +124,26 @@ def test_every_listener_of_the_configuration_is_on_loopback_and_only_queued_trai
 
 def test_the_metrics_certificate_is_written_once_and_then_kept(tmp_path: Path) -> None:
     directory = tmp_path / "etc" / "kueue" / "metrics" / "certs"
-    cluster._ensure_kueue_metrics_certificate(directory)
+    kueue._ensure_kueue_metrics_certificate(directory)
     written = (directory / "tls.crt").read_bytes(), (directory / "tls.key").read_bytes()
     assert written[0].startswith(b"-----BEGIN CERTIFICATE-----")
-    cluster._ensure_kueue_metrics_certificate(directory)
+    kueue._ensure_kueue_metrics_certificate(directory)
     assert ((directory / "tls.crt").read_bytes(), (directory / "tls.key").read_bytes()) == written
 
 
 def test_an_unwritable_metrics_certificate_directory_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "etc"
     blocker.write_text("a file where a directory should be")
-    with pytest.raises(
-        cluster.ClusterError, match=r"cannot write Kueue's metrics certificate to .*etc/kueue"
-    ):
-        cluster._ensure_kueue_metrics_certificate(blocker / "kueue" / "metrics" / "certs")
+    with pytest.raises(ClusterError, match=r"cannot write Kueue's metrics certificate to .*etc/kueue"):
+        kueue._ensure_kueue_metrics_certificate(blocker / "kueue" / "metrics" / "certs")
 
 
 def test_stopping_a_kueue_that_never_ran_does_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TRAINER_CACHE_DIR", str(tmp_path))
-    cluster.stop_kueue("never-up")
-    assert cluster.kueue_process("never-up") is None
+    kueue.stop_kueue("never-up")
+    assert kueue.kueue_process("never-up") is None
 
 
 def _go_download_answers(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from controller import envtest
+from support import kwok
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "env-test"
@@ -35,23 +35,21 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A cache directory holding the state of a cluster ``NAME`` whose pinned kubectl says ``pinned``."""
     cache = tmp_path / "cache with space"
     monkeypatch.setenv("TRAINER_CACHE_DIR", str(cache))
-    cluster = envtest.load_script(ROOT / "hack" / "cluster.py", "_hack_cluster_env_test")
-    own = cluster.own_dir(NAME)
+    own = kwok.own_dir(NAME)
     own.mkdir(parents=True)
     known: dict[str, Any] = {
         "name": NAME,
         "kubeconfig": str(cache / "kwok" / "clusters" / NAME / "kubeconfig.yaml"),
         "own_dir": str(own),
-        "cluster_dir": str(cluster.cluster_dir(NAME)),
+        "cluster_dir": str(kwok.cluster_dir(NAME)),
         "kubectl": str(_fake_kubectl(cache / "bin" / "kubernetes-v1.36.3", "pinned")),
         "nodes": ("kwok-node-0",),
     }
     blanks = {"int": 0, "float": 0.0, "str": ""}
     fields = {
-        f.name: known.get(f.name, blanks.get(str(f.type), ()))
-        for f in dataclasses.fields(cluster.ClusterState)
+        f.name: known.get(f.name, blanks.get(str(f.type), ())) for f in dataclasses.fields(kwok.ClusterState)
     }
-    cluster.ClusterState(**fields).write()
+    kwok.ClusterState(**fields).write()
     return cache
 
 

@@ -7,14 +7,14 @@ from types import ModuleType
 
 import pytest
 
-from controller.envtest.suite import load_script
 from runtime.framework import Phase
+from support import plugin_docs
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _generator() -> ModuleType:
-    return load_script(ROOT / "hack" / "gen-plugin-docs.py", "gen_plugin_docs")
+    return plugin_docs
 
 
 def test_the_committed_plugin_guide_matches_the_code() -> None:
