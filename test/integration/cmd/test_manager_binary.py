@@ -1,14 +1,12 @@
 """The manager binary against a real kube-apiserver: it serves its probes and metrics, stops with status 0 on
-SIGTERM, and exits with status 3 when its Lease is taken from it."""
+SIGTERM, and exits with status 3 when its Lease is taken from it. Started by ``support.launcher``, as the
+demo, the reliability suite and the benchmark start it."""
 
 from __future__ import annotations
 
 import http.client
 import signal
-import socket
 import ssl
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -19,64 +17,41 @@ import orjson
 import pytest
 
 from controller.envtest import ControlPlane
-from controller.envtest.certs import CertificateAuthority
+from controller.envtest.process import free_port
+from support import launcher
 
-CONFIG = """\
-apiVersion: config.trainer.kubeflow.org/v1alpha1
-kind: Configuration
-health: {{healthProbeBindAddress: "127.0.0.1:0"}}
-webhook: {{host: "127.0.0.1", port: {webhook_port}}}
-metrics: {{bindAddress: "127.0.0.1:0"}}
-controller:
-  groupKindConcurrency: {{TrainJob.trainer.kubeflow.org: 5}}
-{leader_election}
-"""
-LEADER_ELECTION = """\
-leaderElection:
-  leaderElect: true
-  resourceName: {name}
-  leaseDuration: 3s
-  renewDeadline: 2s
-  retryPeriod: 500ms
-"""
+BASE_CONFIG = {
+    "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+    "kind": "Configuration",
+    "controller": {"groupKindConcurrency": {"TrainJob.trainer.kubeflow.org": 5}},
+}
+LEADER_ELECTION = {"leaderElect": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"}
 
 
 class Binary:
-    """``python -m trainer_controller_manager`` in a child process, its JSON log lines in a file."""
+    """``python -m trainer_controller_manager`` in a child process (``support.launcher``), its JSON log lines
+    in a file; its environment holds only ``POD_NAMESPACE`` and a ``PATH``."""
 
-    def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str, config: str) -> None:
-        path = tmp_path / "config.yaml"
-        path.write_text(config)
-        cert_dir = tmp_path / "serving-certs"  # what the certificate rotator would write
-        CertificateAuthority.new("test-ca").issue_serving(["127.0.0.1"]).write(cert_dir, "tls.crt", "tls.key")
-        self.log_path = tmp_path / "manager.log"
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trainer_controller_manager",
-                f"--config={path}",
-                f"--kubeconfig={kubeconfig}",
-                f"--webhook-cert-dir={cert_dir}",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={"POD_NAMESPACE": namespace, "PATH": "/usr/bin:/bin"},
-        )
+    def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str, config: dict[str, Any]) -> None:
+        # The launcher writes the serving certificate the certificate rotator would write.
+        self.handle = launcher.prepare(
+            tmp_path,
+            kubeconfig,
+            config,
+            ca_name="test-ca",
+            log_level=None,
+            environ={"POD_NAMESPACE": namespace, "PATH": "/usr/bin:/bin"},
+            clean_environment=True,
+        ).start()
+        self.log_path = self.handle.log
 
     def lines(self) -> list[dict[str, Any]]:
-        out = []
-        for raw in self.log_path.read_bytes().splitlines():
-            try:
-                out.append(orjson.loads(raw))
-            except orjson.JSONDecodeError:
-                out.append({"event": "<not json>", "text": raw.decode(errors="replace")})
-        return out
+        return self.handle.lines()
 
     def address(self, server: str) -> str:
-        if self.process.poll() is not None:  # not an AssertionError: eventually() stops retrying at once
-            raise RuntimeError(f"the manager exited with {self.process.returncode}: {self.tail()}")
+        code = self.handle.returncode()
+        if code is not None:  # not an AssertionError: eventually() stops retrying at once
+            raise RuntimeError(f"the manager exited with {code}: {self.tail()}")
         for line in self.lines():
             if line.get("event") == "http.serving" and line.get("server") == server:
                 return str(line["address"])
@@ -98,31 +73,31 @@ class Binary:
         with urllib.request.urlopen(url, timeout=5, context=context) as response:
             return str(response.read().decode())
 
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        finally:
-            self._log.close()
+    def terminate(self) -> None:
+        """SIGTERM to the manager process, as a kubelet stops a container."""
+        self.handle.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int | None:
+        return self.handle.wait(timeout)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=30)
-        self._log.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        if self.handle.running():
+            self.handle.kill()
+        self.handle.stop()
 
 
 @pytest.fixture
-def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[[str], Binary]]:
+def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[..., Binary]]:
     started: list[Binary] = []
 
-    def run(leader_election: str = "") -> Binary:
-        config = CONFIG.format(leader_election=leader_election, webhook_port=_free_port())
+    def run(leader_election: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None) -> Binary:
+        config = launcher.configuration(
+            BASE_CONFIG,
+            webhook_port=free_port(),
+            metrics_port=0,  # 127.0.0.1:0, over HTTPS (the default)
+            leader_election=leader_election,
+            overrides=overrides,
+        )
         binary = Binary(tmp_path, kubeconfig, namespace, config)
         started.append(binary)
         return binary
@@ -135,7 +110,7 @@ def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable
 def test_it_serves_probes_and_metrics_and_stops_with_0_on_sigterm(
     start: Callable[[str], Binary], eventually: Callable[..., Any]
 ) -> None:
-    binary = start("")
+    binary = start()
     assert eventually(lambda: binary.get("health-probe", "/healthz"), timeout=60) == "ok"
     assert eventually(lambda: binary.get("health-probe", "/readyz"), timeout=60, retry_on=(OSError,)) == "ok"
     assert binary.get("health-probe", "/readyz/webhook-server") == "ok"  # certificates read, TLS answers
@@ -150,7 +125,7 @@ def test_it_serves_probes_and_metrics_and_stops_with_0_on_sigterm(
     assert 'kubeflow_trainer_reconcile_failures_total{reason="BuildFailed"} 0.0' in text
     assert binary.address("metrics").startswith("127.0.0.1:")
 
-    binary.process.send_signal(signal.SIGTERM)
+    binary.terminate()
     assert binary.wait(timeout=60) == 0
     events = [line["event"] for line in binary.lines()]
     assert "setup.not_served_yet" not in events
@@ -163,8 +138,8 @@ def test_with_the_train_job_status_gate_it_serves_the_status_server(
     control_plane: ControlPlane,
     namespace: str,
 ) -> None:
-    port = _free_port()
-    binary = start(f"featureGates: {{TrainJobStatus: true}}\nstatusServer: {{port: {port}}}\n")
+    port = free_port()
+    binary = start(overrides={"featureGates": {"TrainJobStatus": True}, "statusServer": {"port": port}})
     ready = eventually(
         lambda: binary.get("health-probe", "/readyz/status-server-readyz"),
         timeout=120,
@@ -202,7 +177,7 @@ def test_with_the_train_job_status_gate_it_serves_the_status_server(
             conn.close()
     # No token: forbidden; the TrainJob's token: a real TokenReview passes, the apply finds no TrainJob.
     assert answers == [(403, "Forbidden"), (404, "Train job not found")]
-    binary.process.send_signal(signal.SIGTERM)
+    binary.terminate()
     assert binary.wait(timeout=60) == 0
 
 
@@ -213,7 +188,7 @@ def test_a_lease_taken_away_ends_the_process_with_3(
     namespace: str,
 ) -> None:
     lease_name = "trainer-binary-test"
-    binary = start(LEADER_ELECTION.format(name=lease_name))
+    binary = start(leader_election={**LEADER_ELECTION, "resourceName": lease_name})
     path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{lease_name}"
 
     def held() -> dict[str, Any]:
