@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from runtime.info import build_info
 from runtime.plugins.plainml import PlainML
-
-if TYPE_CHECKING:
-    from runtime.testing import Make
+from runtime.testing import Make
 
 PLUGIN = PlainML()
+
+
+@pytest.fixture
+def make() -> Make:
+    """The builders with the core-runtime tables' defaults (`Make()`: the TrainJob `default/test-job` on the
+    TrainingRuntime `test-runtime`), which these cases were written against, not the plugin tables' ones of
+    this directory's conftest."""
+    return Make()
 
 
 def _trainer_env(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -16,11 +16,17 @@ from runtime.plugins.torch import (
     model_from_runtime_ref,
     recipe_and_config,
 )
-
-if TYPE_CHECKING:
-    from runtime.testing import Make
+from runtime.testing import Make
 
 PLUGIN = Torch()
+
+
+@pytest.fixture
+def make() -> Make:
+    """The builders with the core-runtime tables' defaults (`Make()`: the TrainJob `default/test-job` on the
+    TrainingRuntime `test-runtime`), which these cases were written against, not the plugin tables' ones of
+    this directory's conftest."""
+    return Make()
 
 
 def _enforce(

@@ -7,18 +7,24 @@ TestBuilderSuspend); each case names its upstream counterpart.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from runtime.framework import MemoryReader, PhaseError, Watch
 from runtime.info import Info, build_info
 from runtime.plugins.jobset import JobSet, domain_prefixed_path_errors, render_jobset
-
-if TYPE_CHECKING:
-    from runtime.testing import Make
+from runtime.testing import Make
 
 PLUGIN = JobSet()
+
+
+@pytest.fixture
+def make() -> Make:
+    """The builders with the core-runtime tables' defaults (`Make()`: the TrainJob `default/test-job` on the
+    TrainingRuntime `test-runtime`), which these cases were written against, not the plugin tables' ones of
+    this directory's conftest."""
+    return Make()
 
 
 def _info(
