@@ -15,7 +15,7 @@
 # editing main.go, go.mod or go.sum names a new directory, and the next run builds it. The wrapper modules in
 # hack/tools/<component>/ pin every dependency (go.mod/go.sum are committed);
 # the binaries are never committed. Third-party CRDs stay in the Go module cache
-# and are read from there at run time (hack/thirdparty.py).
+# and are read from there at run time (test/support/thirdparty.py).
 #
 # Before building, it checks that go (>= 1.26) is on PATH, that there is room for
 # a cold build, and that the Go module proxy answers one small download within

@@ -47,7 +47,7 @@ kubeconfig="$artifacts/kubeconfig"
 python="$repo/.venv/bin/python"
 install=${INSTALL:-helm}
 replicas=${MANAGER_REPLICAS:-2}
-# Names of what config/default and the chart install (config/manager/); hack/e2e_paths.py has the same.
+# Names of what config/default and the chart install (config/manager/); test/support/e2e_paths.py has the same.
 manager_namespace=kubeflow-system
 manager_deployment=kubeflow-trainer-controller-manager
 placeholder_image=ghcr.io/example/kubeflow-trainer-py

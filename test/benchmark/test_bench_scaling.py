@@ -1,6 +1,6 @@
 """Benchmark: time against the size of the tenant's object, per list or map kind, place and entry point.
 
-The scenarios are `controller.trainer.scaling`'s: a tenant object (a TrainJob whose runtime patches hold
+The scenarios are `support.scaling`'s: a tenant object (a TrainJob whose runtime patches hold
 the items, a namespaced TrainingRuntime, or a runtime snapshot ConfigMap) of 1 KiB to 1.5 MiB of JSON,
 its bulk one kind of collection (`scalars`: finalizers, `keyed`: env vars, `atomic`: tolerations, `map`:
 a node selector). Each entry point a tenant's object reaches is timed (the least of a few runs, the

@@ -1,5 +1,5 @@
 """Hostile input through the TrainJob reconciler (controller.trainer.trainjob_controller), in process, over
-the in-memory cluster of `test/unit/trainer/fakes.py`: mutated TrainJobs and runtimes (see conftest.py)
+the in-memory cluster of `test/support/fakes.py`: mutated TrainJobs and runtimes (see conftest.py)
 stored as the API server stores them, then reconciled a few times in a row, as the workqueue would.
 
 What is stored: a TrainJob only when its CRD schema accepts it (defaulted, as the API server keeps it, with

@@ -1,6 +1,6 @@
 """Size-scaling properties: every tenant-driven entry point takes time linear in the tenant's object.
 
-For each list or map kind in each place (`controller.trainer.scaling`), the object is built at `SMALL`
+For each list or map kind in each place (`support.scaling`), the object is built at `SMALL`
 and at ten times that, and each entry point (admission, validate, new_objects, next_status, render) is
 timed at both. Time per byte at the large size must stay within `BOUND` times the time per byte at the
 small one: a linear path gives about 1 (less, as fixed costs spread), an n log n one a little more, and a
