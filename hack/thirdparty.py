@@ -16,17 +16,5 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the tes
 
 from support import thirdparty
 
-
-def main() -> int:
-    try:
-        paths = thirdparty.crd_paths()
-    except thirdparty.ThirdPartyError as exc:
-        print(f"thirdparty: error: {exc}", file=sys.stderr)
-        return 1
-    for path in paths:
-        print(path)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(thirdparty.main())

@@ -33,10 +33,13 @@ Usage: `hack/gen-crds.py` (`--check` fails on drift; `--openapi-dir` reads a sav
 
 from __future__ import annotations
 
+import argparse
 import ast
 import difflib
 import inspect
 import json
+import sys
+import tempfile
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -671,10 +674,48 @@ def measure(text: str) -> str:
     return f"{kib}, {descriptions} descriptions"
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Generate the Trainer CRDs (config/crd/) from runtime/api/v1alpha1.py."
+    )
+    parser.add_argument("--output-dir", type=Path, default=CRD_DIR, help="where the CRDs go (config/crd)")
+    parser.add_argument("--check", action="store_true", help="fail with a diff if output-dir is stale")
+    parser.add_argument("--openapi-dir", type=Path, help=f"read {CORE_DOCUMENT_FILE} here, start nothing")
+    parser.add_argument("--save-openapi", type=Path, help=f"save the fetched {CORE_DOCUMENT_FILE} here")
+    parser.add_argument("--jobset-crd", type=Path, help="JobSet's CRD file (default: Go module cache)")
+    args = parser.parse_args(argv)
+    try:
+        core = load_core_document(args.openapi_dir) if args.openapi_dir else fetch_core_document()
+        if args.save_openapi:
+            args.save_openapi.mkdir(parents=True, exist_ok=True)
+            (args.save_openapi / CORE_DOCUMENT_FILE).write_text(json.dumps(core, sort_keys=True))
+        files = generate(core, load_jobset_crd(args.jobset_crd))
+    except GenerationError as exc:
+        print(f"gen-crds: error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        with tempfile.TemporaryDirectory() as scratch:
+            write(files, Path(scratch))
+            lines = list(diff(Path(scratch), args.output_dir))
+        if lines:
+            sys.stdout.writelines(lines[:400])
+            if len(lines) > 400:
+                print(f"... {len(lines) - 400} more diff lines")
+            print(f"gen-crds: {args.output_dir} is stale; run hack/gen-crds.py", file=sys.stderr)
+            return 1
+        print(f"gen-crds: {args.output_dir} is up to date")
+        return 0
+    write(files, args.output_dir)
+    for name, text in files.items():
+        print(f"wrote {args.output_dir / name} ({measure(text)})")
+    return 0
+
+
 __all__ = [
     "GenerationError",
     "OpenAPIInliner",
     "SchemaBuilder",
     "build_crd",
     "generate",
+    "main",
 ]

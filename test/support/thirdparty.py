@@ -40,6 +40,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -345,3 +346,14 @@ def crd_paths() -> list[Path]:
         crd_path(SCHEDULER_PLUGINS_PODGROUP, versions),
         volcano_podgroup_crd(versions),
     ]
+
+
+def main() -> int:
+    try:
+        paths = crd_paths()
+    except ThirdPartyError as exc:
+        print(f"thirdparty: error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
