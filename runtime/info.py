@@ -498,7 +498,10 @@ class Info:
 
 
 def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict[str, Any]:
-    """The template spec with every runtime patch applied, replicated jobs in the runtime's order."""
+    """The template spec with every runtime patch applied, replicated jobs in the runtime's order.
+
+    `spec` is the caller's private copy: the patches merge into it one after another (on failure it is
+    left part-merged)."""
     order = {
         rjob.get("name"): index
         for index, rjob in enumerate(as_list(spec.get("replicatedJobs")))
@@ -510,7 +513,9 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
             continue
         manager = as_dict(patch).get("manager")
         try:
-            spec = strategic_merge(spec, go_json_runtime_patch_spec(as_dict(patch_spec)), JOBSET_SPEC)
+            spec = strategic_merge(
+                spec, go_json_runtime_patch_spec(as_dict(patch_spec)), JOBSET_SPEC, in_place=True
+            )
         except StrategicMergeError as exc:
             raise RuntimePatchError(
                 f"applying runtime patch of manager {elide(repr(manager))}: {elide(str(exc))}",
