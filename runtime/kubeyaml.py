@@ -102,6 +102,7 @@ __all__ = [
     "dump",
     "load",
     "load_all",
+    "node_count",
 ]
 
 MAX_DEPTH: Final = 128
@@ -989,3 +990,19 @@ def dump(value: Any) -> str:
     emitter.indent = -1
     emitter.write_indent()
     return "".join(emitter.out)
+
+
+def node_count(value: Any, *, limit: int) -> int:
+    """The nodes `load` decodes from `dump(value)`, as its `max_nodes` counts them: one per scalar (mapping
+    keys included) and one per collection; counted only up to `limit + 1`, so O(min(size, limit))."""
+    count = 0
+    pending = [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return count
