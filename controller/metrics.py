@@ -15,7 +15,7 @@ Guarantees:
 
 Deliberately missing: the opt-in REST client latency/size histograms (controller-runtime registers only
 ``rest_client_requests_total`` by default). The webhook and certificate metrics live with their owners
-(:mod:`controller.webhook.metrics`, :mod:`controller.certwatcher`), in this registry.
+(:mod:`controller.serving.webhook.metrics`, :mod:`controller.serving.certwatcher`), in this registry.
 """
 
 from __future__ import annotations
