@@ -1,4 +1,4 @@
-"""The metrics endpoint over HTTPS: healthz.Server with a TLS context per connection (TLS >= 1.2,
+"""The metrics endpoint over HTTPS: app.Server with a TLS context per connection (TLS >= 1.2,
 certificates reloaded without a restart, connections refused before a certificate exists), and the
 manager serving /metrics behind the authentication and authorization filter."""
 
