@@ -80,11 +80,11 @@ from typing import Any
 import orjson
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import ApiError, Gone, TransportError, WatchTimeout
+from controller.client.gvk import GVK
 from controller.envtest import ControlPlane, find_binaries, load_script
 from controller.envtest.process import install_sigterm_handler
-from controller.errors import ApiError, Gone, TransportError, WatchTimeout
-from controller.gvk import GVK
 from runtime.render import Document, RenderOptions
 from runtime.render import render as render_objects
 

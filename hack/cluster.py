@@ -92,12 +92,12 @@ from typing import Any, cast
 import yaml
 from cryptography import x509
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
+from controller.client.gvk import GVK
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.process import free_port
 from controller.envtest.suite import load_script
-from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
-from controller.gvk import GVK
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
@@ -1164,7 +1164,7 @@ _OWNED_GVKS = (
 
 
 def connect(state: ClusterState) -> Client:
-    """A `controller.client.Client` for the cluster (close it when done)."""
+    """A `controller.client.client.Client` for the cluster (close it when done)."""
     return Client.load(state.kubeconfig, user_agent="hack/cluster.py")
 
 

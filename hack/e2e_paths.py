@@ -50,10 +50,10 @@ from typing import Any
 
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import ApiError, NotFound, TransportError
+from controller.client.gvk import GVK
 from controller.envtest.suite import load_script
-from controller.errors import ApiError, NotFound, TransportError
-from controller.gvk import GVK
 from runtime.api import constants
 
 REPO = Path(__file__).resolve().parent.parent

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller import errors
+from controller.client import errors
+from controller.client.object import Object, deep_copy
 from controller.informers.reflector import (
     ADDED,
     BOOKMARK,
@@ -41,7 +42,6 @@ from controller.informers.reflector import (
     WatchEvent,
 )
 from controller.informers.store import meta_namespace_key
-from controller.object import Object, deep_copy
 
 _CLOSE = object()
 

@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from controller import tlsconfig
+from controller.serving import tlsconfig
 from controller.trainer.features import FeatureGateError, FeatureGates
 
 __all__ = [
@@ -203,7 +203,8 @@ class StatusServer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TLSOptions:
-    """``tls``: options of the HTTPS servers (``controller.tlsconfig.TLSOptions`` applies them). Empty means
+    """``tls``: options of the HTTPS servers (``controller.serving.tlsconfig.TLSOptions`` applies them). Empty
+    means
     unset (upstream's defaults)."""
 
     min_version: str = ""

@@ -38,10 +38,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from controller.cache import CacheNotStarted, InformerCache
-from controller.client import Client
-from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
-from controller.gvk import GVK
+from controller.cache.informer_cache import CacheNotStarted, InformerCache
+from controller.client.client import Client
+from controller.client.errors import ApiError, NoKindMatch, NotFound, TransportError
+from controller.client.gvk import GVK
 from controller.trainer.kinds import gvk_of
 from runtime.framework import Reader, ReadError
 

@@ -16,11 +16,11 @@ Deliberately missing: the deletion protection of Trainer ≤ v2.2 (adding the fi
 
 from __future__ import annotations
 
-from controller.cache import InformerCache
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
-from controller.reconcile import DONE, Request, Result
+from controller.cache.informer_cache import InformerCache
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
+from controller.controller.reconcile import DONE, Request, Result
 from runtime.api import constants
 
 __all__ = [

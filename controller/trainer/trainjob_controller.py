@@ -76,12 +76,12 @@ from typing import Any, cast
 
 import structlog
 
-from controller.cache import InformerCache
-from controller.client import Client
+from controller.cache.informer_cache import InformerCache
+from controller.client.client import Client
+from controller.client.errors import ApiError, NoKindMatch, NotFound, TransportError
 from controller.clock import Clock
-from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
-from controller.events import EVENT_TYPE_WARNING, EventRecorder
-from controller.reconcile import DONE, Request, Result
+from controller.controller.reconcile import DONE, Request, Result
+from controller.manager.recorder import EVENT_TYPE_WARNING, EventRecorder
 from controller.trainer import metrics
 from controller.trainer.apply import AppliedBodies, contains, merge_patch
 from controller.trainer.kinds import JOBSET, TRAINJOB

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from controller.controller import Controller
-from controller.handler import EnqueueRequestForObject
-from controller.reconcile import Request, Result
-from controller.source import Kind
+from controller.controller.controller import Controller
+from controller.controller.handler import EnqueueRequestForObject
+from controller.controller.reconcile import Request, Result
+from controller.controller.source import Kind
 
 pytestmark = pytest.mark.benchmark
 

@@ -28,7 +28,7 @@ import kubernetes
 import pytest
 
 from controller import envtest
-from controller.client import Client
+from controller.client.client import Client
 from runtime.api import constants
 
 allreduce = envtest.load_script(Path(__file__).with_name("allreduce_runtime.py"), "_allreduce_runtime")

@@ -47,9 +47,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller import envtest
-from controller.client import Client
-from controller.errors import AlreadyExists, NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import AlreadyExists, NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 
 ROOT = Path(__file__).resolve().parents[2]

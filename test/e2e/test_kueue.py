@@ -37,9 +37,9 @@ from typing import Any
 import pytest
 
 from controller import envtest
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 from runtime.api.views import TrainJobView
 

@@ -34,7 +34,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller import envtest
-from controller.client import Client
+from controller.client.client import Client
 from runtime.api import constants
 from runtime.api.views import TrainJobView
 

@@ -64,9 +64,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller import envtest
-from controller.client import Client
-from controller.errors import Conflict, Forbidden, NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import Conflict, Forbidden, NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 
 HERE = Path(__file__).resolve().parent

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import ControlPlane, eventually
 
 ROOT = Path(__file__).resolve().parents[2]

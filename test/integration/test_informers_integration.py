@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from controller.cache import ByObject, InformerCache
-from controller.client import Client
+from controller.cache.informer_cache import ByObject, InformerCache
+from controller.client.client import Client
+from controller.client.gvk import GVK
 from controller.envtest import ControlPlane
-from controller.gvk import GVK
 from controller.indexers import index_field
 from controller.informers.reflector import ListerWatcher, ListPageLike, Watch
 from controller.informers.shared_informer import SharedIndexInformer

@@ -36,10 +36,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from controller.envtest import Binaries, ControlPlane, load_script
-from controller.errors import NotFound
-from controller.gvk import GVK
 
 HERE = Path(__file__).resolve().parent
 install = load_script(HERE / "install_manifests.py", "_install_manifests")

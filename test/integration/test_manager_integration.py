@@ -21,13 +21,13 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.builder import ControllerBuilder
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
+from controller.controller.builder import ControllerBuilder
 from controller.envtest import ControlPlane, namespaced_crd
-from controller.errors import NotFound
-from controller.gvk import GVK
-from controller.leaderelection import JITTER_FACTOR
-from controller.manager import Manager, ManagerOptions
+from controller.manager.leaderelection import JITTER_FACTOR
+from controller.manager.manager import Manager, ManagerOptions
 
 HERE = Path(__file__).resolve().parent
 TOY = GVK("toy.controller.test", "v1", "Toy")
@@ -314,7 +314,7 @@ def test_sigterm_releases_the_lease_so_the_standby_takes_over_fast(
 def test_recorded_events_are_accepted_by_the_api_server_and_repeats_counted(
     client: Client, namespace: str
 ) -> None:
-    from controller.events import EventBroadcaster
+    from controller.manager.recorder import EventBroadcaster
 
     owner = client.create(toy(namespace, "evented", "x"))
     broadcaster = EventBroadcaster(client)

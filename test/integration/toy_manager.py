@@ -6,7 +6,7 @@ copies the message to ``status.observedMessage``. It owns those ConfigMaps (a de
 
 With ``--leader-election`` only the lease holder reconciles. Logs are JSON lines on stderr; each reconcile
 logs ``toy.reconciled``. Exit status: 0 after SIGTERM/SIGINT, 1 when the lease was lost (as every
-controller built on ``controller.manager`` must do), 2 on a start-up failure.
+controller built on ``controller.manager.manager`` must do), 2 on a start-up failure.
 
 Usage: ``python toy_manager.py --kubeconfig K --namespace NS --identity ID [--leader-election]``
 """
@@ -19,13 +19,13 @@ from typing import Any
 
 import structlog
 
-from controller.builder import ControllerBuilder
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
+from controller.controller.builder import ControllerBuilder
+from controller.controller.reconcile import Request, Result
 from controller.logging import configure
-from controller.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
-from controller.reconcile import Request, Result
+from controller.manager.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
 
 TOY = GVK("toy.controller.test", "v1", "Toy")
 CONFIGMAP = GVK("", "v1", "ConfigMap")

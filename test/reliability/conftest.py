@@ -41,7 +41,7 @@ import pytest
 import structlog
 
 from controller import envtest
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import Binaries, ControlPlane, load_script
 
 HERE = Path(__file__).resolve().parent

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.transport import Transport
 from controller.envtest import load_script
 from controller.envtest.certs import CertificateAuthority
-from controller.transport import Transport
 
 faultproxy = load_script(Path(__file__).with_name("faultproxy.py"), "_reliability_faultproxy")
 Fault = faultproxy.Fault

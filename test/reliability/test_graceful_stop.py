@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import load_script
 
 support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
 
 BURST = 150
-GRACEFUL_TIMEOUT = 30.0  # controller.manager.ManagerOptions.graceful_shutdown_timeout, the binary's default
+GRACEFUL_TIMEOUT = 30.0  # ManagerOptions.graceful_shutdown_timeout (controller.manager.manager): the default
 
 
 def _made(admin: Client, namespace: str) -> dict[str, str]:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.controller.reconcile import Request
 from controller.envtest import load_script
-from controller.reconcile import Request
 
 support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import load_script
 
 HERE = Path(__file__).resolve().parent

@@ -21,7 +21,7 @@ import orjson
 import pytest
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import load_script
 
 HERE = Path(__file__).resolve().parent

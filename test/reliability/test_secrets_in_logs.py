@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import load_script
 
 support = load_script(Path(__file__).with_name("support.py"), "_reliability_support")

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from controller import envtest
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import Binaries, ControlPlane, load_script
-from controller.manager import Manager, ManagerOptions
+from controller.manager.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
 
 USER = "integration-test"

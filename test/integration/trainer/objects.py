@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 TRAINING_RUNTIME = GVK("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")

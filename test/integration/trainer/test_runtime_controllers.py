@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import load_script
 
 _objects = load_script(Path(__file__).with_name("objects.py"), "_trainer_integration_objects")

@@ -33,12 +33,12 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from controller.authentication import CachingAuthenticator, TokenReviewAuthenticator
-from controller.certwatcher import CertWatcher
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import NotFound
 from controller.envtest import ControlPlane, load_script
 from controller.envtest.certs import CertificateAuthority
-from controller.errors import NotFound
+from controller.serving.authentication import CachingAuthenticator, TokenReviewAuthenticator
+from controller.serving.certwatcher import CertWatcher
 from controller.trainer.config import Configuration
 from controller.trainer.kinds import TRAINJOB
 from controller.trainer.statusserver import StatusHandler, StatusServer, client_for

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.controller.reconcile import Request
 from controller.envtest import ControlPlane, load_script
-from controller.reconcile import Request
 
 _objects = load_script(Path(__file__).with_name("objects.py"), "_trainer_integration_objects")
 CLUSTER_TRAINING_RUNTIME = _objects.CLUSTER_TRAINING_RUNTIME
@@ -180,7 +180,7 @@ def test_3_update_jobset_when_trainjob_is_suspended(
     assert get(client, POD_GROUP, "alpha", namespace)["spec"] == pod_group_before
 
     # The trainer is immutable (CEL): refused by the API server as Invalid.
-    from controller.errors import Invalid
+    from controller.client.errors import Invalid
 
     with pytest.raises(Invalid):
         client.patch(TRAINJOB, "alpha", {"spec": {"trainer": {"image": "test:changed"}}}, namespace)

@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 
 from controller import envtest, metrics
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import ApiError, Forbidden, Invalid, NotFound
+from controller.client.gvk import GVK
 from controller.envtest import ControlPlane
 from controller.envtest.certs import CertificateAuthority
-from controller.errors import ApiError, Forbidden, Invalid, NotFound
-from controller.gvk import GVK
-from controller.manager import Manager, ManagerOptions
+from controller.manager.manager import Manager, ManagerOptions
+from controller.serving.webhook import WebhookServer
 from controller.trainer.config import Configuration
 from controller.trainer.setup import cache_by_object, new_registry
 from controller.trainer.webhooks import (
@@ -42,7 +43,6 @@ from controller.trainer.webhooks import (
     TRAINJOB_VALIDATOR_PATH,
     setup_webhooks,
 )
-from controller.webhook import WebhookServer
 from runtime.api import constants
 from runtime.core.snapshot import build_snapshot
 from runtime.testing import Make

@@ -26,7 +26,7 @@ from trainer_controller_manager.main import (
     main,
 )
 
-from controller.manager import LeaderElectionLost, ManagerError
+from controller.manager.manager import LeaderElectionLost, ManagerError
 from controller.trainer.config import parse_configuration
 
 REPO = Path(__file__).resolve().parents[3]

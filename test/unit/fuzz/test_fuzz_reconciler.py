@@ -34,10 +34,10 @@ from typing import Any
 
 from hypothesis import assume, event, example, given, seed
 
+from controller.client.errors import ApiError, NoKindMatch, TransportError
 from controller.clock import FakeClock
+from controller.controller.reconcile import Request, Result
 from controller.envtest import load_script
-from controller.errors import ApiError, NoKindMatch, TransportError
-from controller.reconcile import Request, Result
 from controller.trainer.setup import new_registry
 from controller.trainer.trainjob_controller import (
     EVENT_REASON_CREATION_FAILED,

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from runtime.framework import MemoryReader
 
 __all__ = ["CountingReader", "FakeCluster", "FakeRecorder", "apply_merge_patch"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.errors import NotFound, ServerError
-from controller.gvk import GVK
+from controller.client.errors import NotFound, ServerError
+from controller.client.gvk import GVK
 from controller.trainer.reader import AppliedObjects, CacheReader
 from runtime.framework import ReadError
 

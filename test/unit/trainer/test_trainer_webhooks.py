@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from controller.clock import FakeClock
+from controller.serving.webhook.admission import AdmissionRequest, AdmissionResponse, Webhook
 from controller.trainer.setup import new_registry
 from controller.trainer.webhooks import (
     ClusterTrainingRuntimeValidator,
@@ -20,7 +21,6 @@ from controller.trainer.webhooks import (
     TrainJobValidator,
     aggregate_message,
 )
-from controller.webhook.admission import AdmissionRequest, AdmissionResponse, Webhook
 from runtime.api import constants
 from runtime.core.defaulting import MAX_RUNTIME_PATCHES
 from runtime.core.snapshot import build_snapshot

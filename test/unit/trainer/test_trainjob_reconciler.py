@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from controller.client.errors import Forbidden, ServerError
+from controller.client.gvk import GVK
 from controller.clock import FakeClock
-from controller.controller import Controller
-from controller.errors import Forbidden, ServerError
-from controller.gvk import GVK
-from controller.reconcile import Request
+from controller.controller.controller import Controller
+from controller.controller.reconcile import Request
 from controller.trainer.setup import new_registry
 from controller.trainer.trainjob_controller import (
     MESSAGE_JOBSET_DELETION_PENDING,
