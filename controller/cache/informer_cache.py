@@ -73,9 +73,9 @@ ObjectList = list[Object]
 """``list[Object]``, named once where a class's own ``list`` method would shadow the builtin."""
 
 
-class Reader(interfaces.Reader, Protocol):
+class Reader(interfaces.CachedReader, Protocol):
     """What a reconciler reads through (controller-runtime ``client.Reader`` over the cache): the client's
-    :class:`~controller.client.interfaces.Reader`, with the cache's label selectors and field indexes.
+    :class:`~controller.client.interfaces.CachedReader`, with the cache's label selectors and field indexes.
 
     Everything returned is the cache's own, shared and read-only by contract.
     """

@@ -3,6 +3,6 @@
 
 The transport (the only user of the ``kubernetes`` package), the REST client, API errors, client-side
 throttling, kinds and the REST mapper, the watch decoder, the lister-watcher an informer uses, the wire
-object type, and the :mod:`~controller.client.client.interfaces` (``Reader``, ``Writer``, ``StatusWriter``) a
+object type, and the :mod:`~controller.client.interfaces` (``Reader``, ``Writer``, ``StatusWriter``) a
 reconciler depends on.
 """

@@ -1,122 +1,85 @@
-"""What a reconciler reads and writes through: small Protocols, so it can depend on them and not on the
-informer cache or the REST client.
+"""The seams a reconciler reads and writes through: `Reader`, `Writer` and `StatusWriter`, as protocols.
 
-Go origin: controller-runtime ``pkg/client/interfaces.go`` (``Reader``, ``Writer``, ``StatusWriter``) and
-the manager's ``GetAPIReader``.
+Go origin: controller-runtime `pkg/client/interfaces.go` (`client.Reader`, `client.Writer`,
+`client.StatusWriter`) and the manager's `GetAPIReader`. A reconciler takes these rather than the concrete
+informer cache and REST client, so its tests hand it small fakes that satisfy them.
 
-- :class:`Reader`: reads served from the informer cache
-  (:class:`~controller.cache.informer_cache.InformerCache`): shared objects, read-only by contract.
-- :class:`APIReader`: reads that go to the API server (:class:`~controller.client.client.Client`, e.g.
-  ``Manager.api_reader``), for what a cache cannot answer; a list is a :class:`ListResult`.
-- :class:`Writer` and :class:`StatusWriter`: the writes of :class:`~controller.client.client.Client` that
-  reconcilers make (server-side apply, patch, delete; status patch and apply).
+Who satisfies what:
 
-Failures raise :mod:`controller.client.errors`'s exceptions (``NotFound``, ``Conflict``...), whichever side
-implements the Protocol.
+- `controller.cache.informer_cache.InformerCache` is a `CachedReader` (its own `Reader` protocol extends
+  it with field indexes); `controller.client.client.Client` (and the manager's `api_reader`, which is one)
+  is an `APIReader`, a `Writer` and a `StatusWriter`.
+- `Reader` is `get` alone. Listing comes in two shapes, so it has two protocols: a cache answers a list of
+  its shared objects (`CachedReader`), the API server a `ListResult` with its resourceVersion (`APIReader`).
+- `Writer.patch` and `StatusWriter.patch_status` send a JSON merge patch (RFC 7386): the only patch the
+  reconcilers here write.
 
-Deliberately different from controller-runtime: the cache's ``list`` and the API server's ``list`` return
-different shapes (a list of shared objects; a page with its resourceVersion), so they are two Protocols,
-not one ``Reader``; and the Writer holds only the writes reconcilers make (``create`` and ``update`` are on
-:class:`~controller.client.client.Client`).
+Failures raise `controller.client.errors`' exceptions (`NotFound`, `Conflict`, ...), whichever side
+implements the protocol.
+
+Deliberately missing: `create` and `update` (no reconciler here calls them; they are on `Client`), field
+selectors, and the cache's field-index reads (`controller.cache.informer_cache.Reader.by_index`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from controller.client.gvk import GVK
 from controller.client.object import ListResult, Object
 
-if TYPE_CHECKING:
-    from controller.client.client import PatchType
-
-__all__ = ["APIReader", "Reader", "StatusWriter", "Writer"]
+__all__ = ["APIReader", "CachedReader", "Reader", "StatusWriter", "Writer"]
 
 
 class Reader(Protocol):
-    """Reads from a cache (controller-runtime ``client.Reader`` as the cache serves it)."""
+    """Gets one object by name (`client.Reader.Get`)."""
 
     def get(self, gvk: GVK, name: str, namespace: str | None = None) -> Object:
-        """The object; raises :class:`~controller.client.errors.NotFound` if there is none of that name."""
+        """The object; raises `controller.client.errors.NotFound` when there is none of that name."""
         ...
+
+
+class CachedReader(Reader, Protocol):
+    """An informer cache's reads: what it returns is shared and read-only by contract."""
 
     def list(
-        self,
-        gvk: GVK,
-        namespace: str | None = None,
-        *,
-        label_selector: str | Mapping[str, str] | None = None,
-    ) -> list[Object]:
-        """Objects of ``gvk`` in ``namespace`` (None: all) matching ``label_selector``, in no order."""
+        self, gvk: GVK, namespace: str | None = None, *, label_selector: Mapping[str, str] | None = None
+    ) -> Sequence[Object]:
+        """The cached objects of `gvk` in `namespace` (None: all) with these labels, in no order."""
         ...
 
 
-class APIReader(Protocol):
-    """Reads from the API server itself (controller-runtime ``client.Reader``, as ``GetAPIReader``)."""
-
-    def get(self, gvk: GVK, name: str, namespace: str | None = None) -> Object:
-        """The object; raises :class:`~controller.client.errors.NotFound` if absent."""
-        ...
+class APIReader(Reader, Protocol):
+    """Reads from the API server (controller-runtime's `Manager.GetAPIReader`); results are the caller's."""
 
     def list(
         self, gvk: GVK, namespace: str | None = None, *, label_selector: str | None = None
     ) -> ListResult:
-        """Every object of ``gvk`` in ``namespace`` (None: all) matching ``label_selector``."""
+        """Every object of `gvk` in `namespace` (None: all) matching `label_selector` (`k=v,...`)."""
         ...
 
 
 class Writer(Protocol):
-    """Writes objects (controller-runtime ``client.Writer``: the writes reconcilers make)."""
+    """Writes objects (`client.Writer`: `Apply`, `Patch`, `Delete`)."""
 
     def apply(self, obj: Mapping[str, Any], field_manager: str, *, force: bool = True) -> Object:
-        """Server-side apply ``obj`` as ``field_manager``; returns the object the API server stored."""
+        """Server-side apply `obj` as `field_manager` and return the object the API server stored."""
         ...
 
-    def patch(
-        self,
-        gvk: GVK,
-        name: str,
-        patch: Any,
-        namespace: str | None = None,
-        patch_type: PatchType = "merge",
-        *,
-        field_manager: str | None = None,
-    ) -> Object:
-        """Patches one object (a JSON merge patch by default); returns the object the API server stored."""
+    def patch(self, gvk: GVK, name: str, patch: Any, namespace: str | None = None) -> Object:
+        """JSON merge patch one object and return it as stored."""
         ...
 
-    def delete(
-        self,
-        gvk: GVK,
-        name: str,
-        namespace: str | None = None,
-        propagation_policy: str | None = "Background",
-        *,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> None:
-        """Deletes one object; ``uid``/``resource_version`` are preconditions."""
+    def delete(self, gvk: GVK, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
+        """Delete one object, `uid` as a precondition when given; raises `controller.client.errors.NotFound`
+        when it is gone already."""
         ...
 
 
 class StatusWriter(Protocol):
-    """Writes the ``status`` subresource (controller-runtime ``client.SubResourceWriter`` for status)."""
+    """Writes the `status` subresource (`client.StatusWriter.Patch`)."""
 
-    def patch_status(
-        self,
-        gvk: GVK,
-        name: str,
-        patch: Any,
-        namespace: str | None = None,
-        patch_type: PatchType = "merge",
-        *,
-        field_manager: str | None = None,
-    ) -> Object:
-        """Patches the status of one object; returns the object the API server stored."""
-        ...
-
-    def apply_status(self, obj: Mapping[str, Any], field_manager: str, *, force: bool = True) -> Object:
-        """Server-side apply to the ``status`` subresource."""
+    def patch_status(self, gvk: GVK, name: str, patch: Any, namespace: str | None = None) -> Object:
+        """JSON merge patch an object's status and return the object as stored."""
         ...

@@ -70,6 +70,20 @@ def runtime(
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}
 
 
+def torch_runtime(namespace: str, name: str = "alpha", **ml: Any) -> dict[str, Any]:
+    """A one-job Torch TrainingRuntime: a 100-node trainer, with `ml` merged into its `mlPolicy`."""
+    return runtime(
+        namespace,
+        name,
+        job(
+            "node",
+            container(image="test:runtime", command=["runtime"], resources=REQUESTS),
+            ancestor="trainer",
+        ),
+        ml_policy={"numNodes": 100, "torch": {}, **ml},
+    )
+
+
 def alpha_runtime(namespace: str, name: str = "alpha") -> dict[str, Any]:
     """Upstream's integration fixture: initializers with a PVC each, a 100-node trainer, coscheduling."""
 
@@ -168,7 +182,12 @@ def alpha_trainjob(namespace: str, name: str = "alpha", runtime_name: str = "alp
     )
 
 
-# --- reads and JobSet status -----------------------------------------------------------------------------
+# --- writes, reads and JobSet status ----------------------------------------------------------------------
+
+
+def create(client: Client, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Create `obj` as the test's user."""
+    return client.create(dict(obj), field_manager=USER)
 
 
 def get(client: Client, gvk: GVK, name: str, namespace: str | None) -> dict[str, Any]:

@@ -148,11 +148,11 @@ class Run:
         self.recorder = FakeRecorder()
         self.clock = FakeClock(wall=NOW)
         self.reconciler = TrainJobReconciler(
-            cache=self.cluster,  # type: ignore[arg-type]
-            client=self.cluster,  # type: ignore[arg-type]
+            cache=self.cluster,
+            client=self.cluster,
             reader=self.cluster.reader,
             registry=REGISTRY,
-            recorder=self.recorder,  # type: ignore[arg-type]
+            recorder=self.recorder,
             clock=self.clock,
         )
         metadata = trainjob["metadata"]
