@@ -73,6 +73,7 @@ from runtime.api.views import copy_json as _copy
 from runtime.core import RuntimeRegistry
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
 from runtime.echo import ECHO_LIMIT, elide, escape
+from runtime.features import FeatureGateError, FeatureGates, parse_feature_gates
 from runtime.framework import (
     FieldError,
     Framework,
@@ -84,7 +85,7 @@ from runtime.framework import (
     PluginRegistry,
     error_lines,
 )
-from runtime.plugins import TRAINJOB_STATUS_GATE, builtin_registry
+from runtime.plugins import builtin_registry
 from runtime.plugins.flux import CurveKeyGenerator, CurveKeyPair, Flux, generate_curve_key_pair
 from runtime.plugins.mpi import MPI, KeyGenerator, SSHKeyPair, generate_ssh_key_pair
 from runtime.plugins.trainjobstatus import (
@@ -593,47 +594,30 @@ def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 # Command line
 
 
-_KNOWN_FEATURE_GATES = (TRAINJOB_STATUS_GATE,)
-"""Every controller feature gate (upstream `pkg/features`); naming another is an error, as in the manager."""
-
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-"""What Go's `strconv.ParseBool` takes: component-base parses `--feature-gates` values with it."""
-
-
-def _check_gate(name: str, where: str) -> None:
-    if name not in _KNOWN_FEATURE_GATES:
-        known = ", ".join(_KNOWN_FEATURE_GATES)
-        raise RenderError(f"{where}: unrecognized feature gate: {elide(name)!r} (known: {known})")
-
-
-def _config_feature_gates(config: Mapping[str, Any], source: Path) -> frozenset[str]:
-    """The gates a Configuration's `featureGates` map turns on (the manager's starting point)."""
+def _config_feature_gates(config: Mapping[str, Any], source: Path) -> FeatureGates:
+    """The gates a Configuration's `featureGates` map sets (the manager's starting point)."""
     gates = config.get("featureGates")
     if gates is None:
-        return frozenset()
+        return FeatureGates()
     where = f"--config {source}: featureGates"
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise RenderError(f"{where} must map names to true or false")
-    for name in gates:
-        _check_gate(str(name), where)
-    return frozenset(str(name) for name, enabled in gates.items() if enabled)
+    try:
+        return FeatureGates({str(name): enabled for name, enabled in gates.items()})
+    except FeatureGateError as exc:
+        raise RenderError(f"{where}: {exc}") from exc
 
 
-def _parse_feature_gates(values: Sequence[str], start: frozenset[str] = frozenset()) -> frozenset[str]:
-    """`start` (the configuration's gates) with each `--feature-gates` setting applied in turn."""
-    enabled: set[str] = set(start)
+def _parse_feature_gates(values: Sequence[str], start: FeatureGates | None = None) -> frozenset[str]:
+    """The gates that are on: `start` (the configuration's) with each `--feature-gates` setting applied in
+    turn, parsed as the manager parses its flag (`runtime.features`)."""
+    gates = start or FeatureGates()
     for value in values:
-        for item in filter(None, (part.strip() for part in value.split(","))):
-            gate, sep, setting = (part.strip() for part in item.partition("="))
-            if not sep or not gate or setting not in _GO_TRUE | _GO_FALSE:
-                raise RenderError(f"--feature-gates: {elide(item)!r} is not NAME=true|false")
-            _check_gate(gate, "--feature-gates")
-            if setting in _GO_TRUE:
-                enabled.add(gate)
-            else:
-                enabled.discard(gate)
-    return frozenset(enabled)
+        try:
+            gates = gates.with_overrides(parse_feature_gates(value))
+        except FeatureGateError as exc:
+            raise RenderError(f"--feature-gates: {exc}") from exc
+    return gates.enabled_set()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -730,7 +714,7 @@ def _options(
         else:
             warn.append(f"CRDs not found at {crd_dir}: schema checks and defaults skipped (pass --crd-dir)")
     config: Mapping[str, Any] = {}
-    config_gates: frozenset[str] = frozenset()
+    config_gates: FeatureGates | None = None
     if args.config is not None:
         documents = load_documents(args.config, stdin=stdin)
         if len(documents) != 1:

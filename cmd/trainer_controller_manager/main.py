@@ -58,8 +58,8 @@ from controller.logging import configure as configure_logging
 from controller.manager import LeaderElectionLost, Manager, ManagerOptions
 from controller.trainer.certificates import metrics_serving, setup_certificates
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
-from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
 from controller.webhook import DEFAULT_CERT_DIR
+from runtime.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
 from trainer_controller_manager.flags import Flags, parse_flags
 from trainer_controller_manager.serving import Serving, ServingError, resolve_serving
 

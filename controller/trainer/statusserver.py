@@ -116,9 +116,9 @@ from controller.object import Object
 from controller.restmapper import RESTMapper
 from controller.tlsconfig import TLSOptions
 from controller.trainer.config import Configuration
-from controller.trainer.features import TRAIN_JOB_STATUS
 from controller.webhook.server import CERT_NAME, DEFAULT_CERT_DIR, KEY_NAME, CertSource
 from runtime.api import constants
+from runtime.features import TRAIN_JOB_STATUS
 from runtime.plugins.trainjobstatus import token_audience
 
 __all__ = [
