@@ -69,6 +69,7 @@ from runtime.api.markers import (  # noqa: E402
     markers_of,
 )
 from runtime.api.v1alpha1 import ROOT_KINDS  # noqa: E402
+from runtime.api.views import copy_json  # noqa: E402
 
 CRD_DIR = ROOT / "config" / "crd"
 CORE_DOCUMENT_PATH = "/openapi/v3/api/v1"
@@ -292,7 +293,7 @@ def jobset_spec_schema(jobset_crd: Mapping[str, Any], version: str) -> dict[str,
     """`spec` of JobSet's CRD for `version`, descriptions included (a copy)."""
     for served in jobset_crd["spec"]["versions"]:
         if served["name"] == version:
-            return dict(json.loads(json.dumps(served["schema"]["openAPIV3Schema"]["properties"]["spec"])))
+            return dict(copy_json(served["schema"]["openAPIV3Schema"]["properties"]["spec"]))
     raise GenerationError(f"JobSet CRD has no version {version}")
 
 

@@ -70,6 +70,7 @@ from controller.envtest.certs import CertificateAuthority
 from controller.envtest.errors import StartError
 from controller.envtest.process import ManagedProcess, free_port, wait_until_ready
 from controller.envtest.suite import load_script
+from controller.object import deep_copy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -150,7 +151,7 @@ def configuration(
         raise ValueError(f"qps must be positive, got {qps}")
     if burst < 1:
         raise ValueError(f"burst must be at least 1, got {burst}")
-    config: dict[str, Any] = orjson.loads(orjson.dumps(shipped))  # a deep copy of plain data
+    config: dict[str, Any] = deep_copy(shipped)
     config["health"] = {**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{health_port}"}
     config["metrics"] = {"bindAddress": f"127.0.0.1:{metrics_port}", "secureServing": False}
     config["webhook"] = {"host": "127.0.0.1", "port": webhook_port}

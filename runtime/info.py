@@ -45,8 +45,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import orjson
-
 from runtime.api import constants
 from runtime.api.gojson import go_json_resource_requirements, go_json_runtime_patch_spec
 from runtime.api.v1alpha1 import (
@@ -147,16 +145,6 @@ class RuntimePatchError(FrameworkError):
         self.path = path
 
 
-def _copy(value: Any) -> Any:
-    """A private deep copy of a JSON value (an orjson round trip: cheaper than `copy.deepcopy`); of decoded
-    YAML that is not JSON (keys that are not strings, integers beyond 64 bits: `render` may be given them)
-    by walking it."""
-    try:
-        return orjson.loads(orjson.dumps(value))
-    except orjson.JSONEncodeError:
-        return copy_json(value)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Upserts (Go `pkg/apply`): how the model's lists take an item
 
@@ -167,7 +155,7 @@ def _upsert(
     same: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
 ) -> None:
     """Replace the first item `same` as `new` in place, or append; Info keeps its own copy of `new`."""
-    owned = _copy(new)
+    owned = copy_json(new)
     for index, item in enumerate(items):
         if same(item, new):
             items[index] = owned
@@ -186,7 +174,7 @@ def _upsert_by(items: list[dict[str, Any]], news: Iterable[Mapping[str, Any]], f
         positions.setdefault(json_key(item.get(field)), index)
     for new in news:
         identity = json_key(new.get(field))
-        owned = _copy(new)
+        owned = copy_json(new)
         found = positions.get(identity)
         if found is None:
             positions[identity] = len(items)
@@ -597,13 +585,13 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         labels.update(as_dict(patch_metadata.get("labels")))
         annotations.update(as_dict(patch_metadata.get("annotations")))
 
-    working = _patched_template_spec(view, _copy(as_dict(template.get("spec"))))
+    working = _patched_template_spec(view, copy_json(as_dict(template.get("spec"))))
     ml_policy = cast(
-        "MLPolicy | None", _copy(spec_view["mlPolicy"]) if spec_view.get("mlPolicy") is not None else None
+        "MLPolicy | None", copy_json(spec_view["mlPolicy"]) if spec_view.get("mlPolicy") is not None else None
     )
     pod_group_policy = cast(
         "PodGroupPolicy | None",
-        _copy(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
+        copy_json(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
     )
     ml = MLPolicyView(ml_policy)
     if ml_policy is not None and ml_policy.get("numNodes") is not None:

@@ -68,8 +68,7 @@ import yaml
 from runtime import kubeyaml
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import ObjectView, TrainJobView
-from runtime.api.views import copy_json as _copy
+from runtime.api.views import ObjectView, TrainJobView, copy_json
 from runtime.core import RuntimeRegistry
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
 from runtime.echo import ECHO_LIMIT, elide, escape
@@ -399,7 +398,7 @@ def _checked(document: Document, schemas: SchemaChecker | None, warnings: list[s
     """The document's object, schema-checked and defaulted, with a `metadata.name`; a warning goes to
     `warnings` when it is too large for the API server to store."""
     if schemas is None:
-        obj, errors = cast(dict[str, Any], _copy(document.obj)), list[FieldError]()
+        obj, errors = cast(dict[str, Any], copy_json(document.obj)), list[FieldError]()
     else:
         obj, errors = schemas.check(document.obj)
     metadata = obj.get("metadata")
@@ -531,7 +530,7 @@ def _render(
             )
         objects[key] = (runtime_document.source, runtime)
     for existing_document in existing:
-        obj = _as_stored(cast(dict[str, Any], _copy(existing_document.obj)))
+        obj = _as_stored(cast(dict[str, Any], copy_json(existing_document.obj)))
         objects.setdefault(_key(obj), (existing_document.source, obj))
     reader = MemoryReader(obj for _, obj in objects.values())
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from runtime.api.views import copy_json
 
 __all__ = [
     "JOBSET_SPEC",
@@ -126,8 +126,8 @@ def strategic_merge(original: Mapping[str, Any], patch: Mapping[str, Any], meta:
     directive, mixed item types, ...).
     """
     # Go mutates both documents while merging; work on private copies so callers' objects stay intact.
-    work_original = orjson.loads(orjson.dumps(original))
-    work_patch = orjson.loads(orjson.dumps(patch))
+    work_original = copy_json(original)
+    work_patch = copy_json(patch)
     return _merge_map(work_original, work_patch, meta)
 
 

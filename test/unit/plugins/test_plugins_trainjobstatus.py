@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from runtime.core import RuntimeRegistry
+from runtime.features import FeatureGates
 from runtime.framework import (
     Framework,
     Phase,
@@ -544,7 +545,9 @@ def test_render_takes_the_gate_from_the_configuration_unless_the_flag_overrides_
     off = ("--feature-gates", "TrainJobStatus=false")
     code, out, _ = _render(schemas, tmp_path, "torch-distributed", "minimal", *options, *off)
     assert code == 0 and "KUBEFLOW_TRAINER" not in out and "tls-config" not in out
-    assert _parse_feature_gates(["TrainJobStatus=false"], frozenset({"TrainJobStatus", "X"})) == {"X"}
+    from_config = FeatureGates({"TrainJobStatus": True})
+    assert _parse_feature_gates([], from_config) == {"TrainJobStatus"}
+    assert _parse_feature_gates(["TrainJobStatus=false"], from_config) == set()
 
 
 @pytest.mark.parametrize(
