@@ -101,7 +101,7 @@ from controller.gvk import GVK
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
-from runtime.render import RenderError, load_documents
+from runtime.render import BlockDumper, RenderError, load_documents
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -609,21 +609,9 @@ def container_logs(directory: Path) -> dict[str, Any]:
     }
 
 
-class _BlockStrings(yaml.SafeDumper):
-    """Dump multi-line strings (stage templates) as literal blocks, so the rendered file stays readable."""
-
-
-def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockStrings.add_representer(str, _block_str)
-
-
 def _write_yaml(path: Path, documents: Sequence[Mapping[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.dump_all(documents, Dumper=_BlockStrings, sort_keys=False))
+    path.write_text(yaml.dump_all(documents, Dumper=BlockDumper, sort_keys=False))
     return path
 
 

@@ -70,6 +70,7 @@ from runtime.api.markers import (  # noqa: E402
 )
 from runtime.api.v1alpha1 import ROOT_KINDS  # noqa: E402
 from runtime.api.views import copy_json  # noqa: E402
+from runtime.render import BlockDumper  # noqa: E402
 
 CRD_DIR = ROOT / "config" / "crd"
 CORE_DOCUMENT_PATH = "/openapi/v3/api/v1"
@@ -580,20 +581,11 @@ def crd_file_name(cls: type) -> str:
     return f"{constants.GROUP}_{resource_of(cls).plural}.yaml"
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML with no anchors/aliases (each embedded schema is written out in full); strings of
-    several lines (descriptions) as literal blocks, so they read as written."""
+class _Dumper(BlockDumper):
+    """Block-style YAML with no anchors/aliases (each embedded schema is written out in full)."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
-
-
-def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
 
 
 def dump_yaml(document: Any) -> str:

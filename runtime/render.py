@@ -101,6 +101,7 @@ __all__ = [
     "PLACEHOLDER_CURVE_KEYS",
     "PLACEHOLDER_SSH_KEYS",
     "PLACEHOLDER_UID",
+    "BlockDumper",
     "Document",
     "RenderError",
     "RenderOptions",
@@ -565,17 +566,17 @@ def _render(
 # Output
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block YAML; multi-line strings (scripts, the runtime snapshot) as literal blocks."""
+class BlockDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper with multi-line strings (scripts, the runtime snapshot, descriptions) as literal
+    blocks, so they read as written; the one such dumper of the repository (`hack/` uses it too)."""
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
-_Dumper.add_representer(str, _represent_str)
+BlockDumper.add_representer(str, _represent_str)
 
 
 def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
@@ -583,7 +584,7 @@ def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
     return "".join(
         ("---\n" if index else "")
         + yaml.dump(
-            obj, Dumper=_Dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=2**16
+            obj, Dumper=BlockDumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=2**16
         )
         for index, obj in enumerate(objects)
     )
