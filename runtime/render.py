@@ -83,6 +83,7 @@ from runtime.framework import (
     PluginFactory,
     PluginRegistry,
     error_lines,
+    object_key,
 )
 from runtime.plugins import builtin_registry
 from runtime.plugins.flux import CurveKeyGenerator, CurveKeyPair, Flux, generate_curve_key_pair
@@ -423,16 +424,6 @@ def _as_stored(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    metadata = obj.get("metadata") or {}
-    return (
-        str(obj.get("apiVersion")),
-        str(obj.get("kind")),
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name")),
-    )
-
-
 def _status_plugin(operator_namespace: str) -> PluginFactory:
     def factory(context: PluginContext) -> TrainJobStatusPlugin:
         settings = StatusServerSettings.from_config(context.config, operator_namespace=operator_namespace)
@@ -523,7 +514,7 @@ def _render(
         warnings.extend(admission.warnings)
         if runtime_document.kind == constants.TRAINING_RUNTIME_KIND:
             runtime["metadata"].setdefault("namespace", metadata["namespace"])
-        key = _key(runtime)
+        key = object_key(runtime)
         if key in objects:
             raise RenderError(
                 f"{runtime_document.source}: metadata.name: {elide(runtime_document.kind)} "
@@ -532,7 +523,7 @@ def _render(
         objects[key] = (runtime_document.source, runtime)
     for existing_document in existing:
         obj = _as_stored(cast(dict[str, Any], copy_json(existing_document.obj)))
-        objects.setdefault(_key(obj), (existing_document.source, obj))
+        objects.setdefault(object_key(obj), (existing_document.source, obj))
     reader = MemoryReader(obj for _, obj in objects.values())
 
     view = TrainJobView(trainjob)

@@ -35,21 +35,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["AppliedBodies", "ObjectKey", "contains", "merge_patch", "object_key"]
+from runtime.framework import ObjectKey, object_key
 
-ObjectKey = tuple[str, str, str, str]
-"""(apiVersion, kind, namespace, name) of an object."""
-
-
-def object_key(obj: Mapping[str, Any]) -> ObjectKey:
-    """The `ObjectKey` an object declares."""
-    metadata = obj.get("metadata") or {}
-    return (
-        str(obj.get("apiVersion", "")),
-        str(obj.get("kind", "")),
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name") or ""),
-    )
+__all__ = ["AppliedBodies", "contains", "merge_patch"]
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from controller.client import Client
 from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
 from controller.gvk import GVK
 from controller.trainer.kinds import gvk_of
-from runtime.framework import Reader, ReadError
+from runtime.framework import ObjectKey, Reader, ReadError, object_key
 
 __all__ = ["AppliedObjects", "CacheReader"]
 
@@ -126,10 +126,6 @@ class CacheReader:
         return f"<CacheReader cached={kinds} narrowed={sorted(str(g.kind) for g in self._narrowed)}>"
 
 
-def _key(api_version: str, kind: str, namespace: str | None, name: str) -> tuple[str, str, str, str]:
-    return (api_version, kind, namespace or "", name)
-
-
 class AppliedObjects:
     """A `Reader` that answers with the objects applied during this reconcile, and asks `base` otherwise.
 
@@ -140,23 +136,16 @@ class AppliedObjects:
 
     def __init__(self, base: Reader) -> None:
         self._base = base
-        self._applied: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+        self._applied: dict[ObjectKey, Mapping[str, Any]] = {}
 
     def record(self, obj: Mapping[str, Any]) -> None:
         """Remember an object as the API server returned it from an apply or a create."""
-        metadata = obj.get("metadata") or {}
-        key = _key(
-            str(obj.get("apiVersion", "")),
-            str(obj.get("kind", "")),
-            metadata.get("namespace"),
-            str(metadata.get("name", "")),
-        )
-        self._applied[key] = obj
+        self._applied[object_key(obj)] = obj
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Mapping[str, Any] | None:
-        found = self._applied.get(_key(api_version, kind, namespace, name))
+        found = self._applied.get((api_version, kind, namespace or "", name))
         if found is not None:
             return found
         return self._base.get(api_version, kind, name, namespace)
