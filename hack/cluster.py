@@ -93,6 +93,7 @@ import yaml
 from cryptography import x509
 
 from controller.client import Client
+from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.process import free_port
 from controller.envtest.suite import load_script
@@ -138,18 +139,9 @@ class ClusterError(Exception):
 # ------------------------------------------------------------------------------------------------ locations
 
 
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``."""
-    env = os.environ if environ is None else environ
-    if env.get("TRAINER_CACHE_DIR"):
-        return Path(env["TRAINER_CACHE_DIR"])
-    xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kubeflow-trainer-py"
-
-
 def kwok_workdir() -> Path:
     """``$KWOK_WORKDIR`` for every kwokctl call: kwokctl keeps clusters in ``<this>/clusters/<name>``."""
-    return cache_dir() / "kwok"
+    return cache_directory() / "kwok"
 
 
 def cluster_dir(name: str) -> Path:
@@ -2182,7 +2174,7 @@ __all__ = [
     "KueueProcess",
     "ManagerProcess",
     "build_binaries",
-    "cache_dir",
+    "cache_directory",
     "check_no_downloads",
     "clear_trainjob",
     "connect",

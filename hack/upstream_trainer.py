@@ -66,6 +66,7 @@ from typing import Any
 import orjson
 import yaml
 
+from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.errors import StartError
 from controller.envtest.process import ManagedProcess, free_port, wait_until_ready
@@ -108,7 +109,7 @@ def binary_path(version: str | None = None) -> Path:
     raises UpstreamError naming the build command when it is not there."""
     thirdparty = _thirdparty()
     version = version or thirdparty.read_versions()["TRAINER_VERSION"]
-    path = Path(thirdparty.cache_dir()) / "bin" / f"trainer-{version}" / BINARY_NAME
+    path = cache_directory() / "bin" / f"trainer-{version}" / BINARY_NAME
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise UpstreamError(f"{path} is missing: build it with `bash hack/build-binaries.sh trainer`")
     return path
