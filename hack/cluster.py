@@ -99,6 +99,7 @@ from controller.envtest.process import free_port
 from controller.envtest.suite import load_script
 from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
 from controller.gvk import GVK
+from controller.trainer.config import parse_duration
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
@@ -528,15 +529,6 @@ class Kubectl:
 
 
 # --------------------------------------------------------------------------------------- kwok configuration
-
-
-def _parse_duration(text: str) -> float:
-    """Seconds from ``"2s"``, ``"500ms"``, ``"1m"``, ``"1h"`` or a bare number of seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
-    return float(m.group(1)) * scale
 
 
 def kwokctl_configuration(binaries: Binaries) -> dict[str, Any]:
@@ -2056,19 +2048,19 @@ def _parser() -> argparse.ArgumentParser:
     up_cmd.add_argument("--nodes", type=int, default=defaults.nodes, help="kwok nodes (default %(default)s)")
     up_cmd.add_argument(
         "--pod-start-delay",
-        type=_parse_duration,
+        type=parse_duration,
         default=defaults.pod_start_delay,
         help="Pending → Running for every pod without its own annotation (default 1s)",
     )
     up_cmd.add_argument(
         "--pod-run-time",
-        type=_parse_duration,
+        type=parse_duration,
         default=defaults.pod_run_time,
         help="Running → Succeeded/Failed for every Job pod without its own annotation (default 2s)",
     )
     up_cmd.add_argument(
         "--timeout",
-        type=_parse_duration,
+        type=parse_duration,
         default=defaults.timeout,
         help="upper bound for each start-up wait (default 180s)",
     )
