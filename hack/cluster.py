@@ -95,6 +95,7 @@ from cryptography import x509
 from controller.client import Client
 from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
+from controller.envtest.kubeconfig import write_kubeconfig
 from controller.envtest.process import free_port
 from controller.envtest.suite import load_script
 from controller.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
@@ -1440,10 +1441,7 @@ def service_account_kubeconfig(state: ClusterState, path: Path, *, hours: int = 
         "contexts": [{"name": user, "context": {"cluster": context["cluster"], "user": user}}],
         "current-context": user,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
+    return write_kubeconfig(path, config)
 
 
 def start_manager(
