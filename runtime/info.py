@@ -35,7 +35,7 @@ Guarantees:
 - Lookups are by name and ancestor in template order; ancestors are the label
   `trainer.kubeflow.org/trainjob-ancestor-step`.
 
-Deliberately missing: `replicas > 1` for ancestor jobs (upstream issue 2318; the JobSet plugin forces 1),
+Deliberately missing: `replicas > 1` for ancestor jobs (upstream trainer#2318; the JobSet plugin forces 1),
 and Go's zero values for absent fields in converted env vars (an env without `value` stays without it).
 """
 

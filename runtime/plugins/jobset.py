@@ -34,7 +34,7 @@ What it does, by phase:
 - TrainJobStatus: the JobSet's `Completed`/`Failed` conditions become the TrainJob's `Complete`/`Failed`;
   `replicatedJobsStatus` becomes `jobsStatus` with all five counters.
 
-Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream issue 2318).
+Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream trainer#2318).
 """
 
 from __future__ import annotations

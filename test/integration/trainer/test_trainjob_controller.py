@@ -1,4 +1,4 @@
-"""The TrainJob controller against a real kube-apiserver: upstream's §7.1 scenarios, each named by its
+"""The TrainJob controller against a real kube-apiserver: upstream's scenarios, each named by its
 number in the behaviour notes (upstream `test/integration/controller/trainjob_controller_test.go`), plus what
 the port adds (no writes in steady state, runtime created after its TrainJob, label-narrowed caches).
 

@@ -1,6 +1,6 @@
-"""The Trainer's admission webhooks against a real kube-apiserver: upstream's §7.3 scenarios
-(`test/integration/webhooks/*`, numbered as in trainer-behavior.md §7.3), and this port's decisions (Q8,
-Q12).
+"""The Trainer's admission webhooks against a real kube-apiserver: upstream's scenarios
+(`test/integration/webhooks/*`, numbered in the order of upstream's suite), and this port's decisions: an
+update after the runtime was deleted, and user edits of a runtime patch's `time` (docs/webhooks.md).
 
 As upstream's suite, no controller runs: a manager with only its cache and the webhook server, on 127.0.0.1
 with a throwaway CA, registered with URL-based Mutating/ValidatingWebhookConfigurations shaped as upstream's
@@ -499,7 +499,7 @@ def test_48_a_trainjob_on_a_missing_runtime_is_forbidden(runtimes: Runtimes, cli
 COUNTS = {
     # number: (trainer, expected)
     "49-num-nodes-minus-1": ({"numNodes": -1}, 403),  # 422 on the newer branch's CRD; v2.3.0's has no minimum
-    "50-num-nodes-0": ({"numNodes": 0}, 403),  # upstream admits it and builds 0-pod jobs (Q4)
+    "50-num-nodes-0": ({"numNodes": 0}, 403),  # upstream admits it and builds 0-pod jobs
     "51-num-proc-per-node-minus-5": ({"numProcPerNode": -5}, 403),
     "52-num-proc-per-node-0": ({"numProcPerNode": 0}, 403),
     "53-one-node-one-proc": ({"numNodes": 1, "numProcPerNode": 1}, OK),
