@@ -79,7 +79,6 @@ __all__ = [
     "TrainerOverrides",
     "build_info",
     "count_error",
-    "iter_containers",
     "upsert_env",
     "upsert_ports",
     "upsert_volume_mounts",
@@ -636,10 +635,3 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         trainer=overrides,
         runtime_template=as_dict(template.get("spec")),
     )
-
-
-def iter_containers(info: Info) -> Iterable[Container]:
-    """Every container and init container of every PodSet, in template order."""
-    for pod_set in info.pod_sets:
-        yield from pod_set.containers
-        yield from pod_set.init_containers

@@ -307,7 +307,8 @@ def is_watch_error_retriable(err: BaseException) -> bool:
 # --- GC tactic around big lists ---------------------------------------------------------------------------
 
 LIST_GC_THRESHOLDS = (50_000, 20, 100)
-"""Generation thresholds while a list is decoded and stored (measured: 138 → 43 µs per object at 20k objects)."""
+"""Generation thresholds while a list is decoded and stored (measured: 138 → 43 µs per object at 20k
+objects)."""
 
 
 class _ListGcGuard:

@@ -1,4 +1,5 @@
-"""The Flux plugin: pod mutations, the entrypoint ConfigMap, the CURVE Secret, helpers, and a TrainJob without spec.trainer."""
+"""The Flux plugin: pod mutations, the entrypoint ConfigMap, the CURVE Secret, helpers, and a TrainJob
+without spec.trainer."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The Trainer's admission handlers (controller.trainer.webhooks) over a MemoryReader, as behaviour:
 upstream's pkg/webhooks/*_test.go (TestDefault, TestValidateCreate, TestValidateReplicatedJobs,
-TestClusterTrainingRuntimeValidateCreate) through the AdmissionReview adapter, and an update after the runtime was deleted."""
+TestClusterTrainingRuntimeValidateCreate) through the AdmissionReview adapter, and an update after the
+runtime was deleted."""
 
 from __future__ import annotations
 
@@ -179,7 +180,8 @@ def test_an_unregistered_runtime_kind_is_denied_naming_the_field_with_upstreams_
     ],
 )
 def test_counts_below_1_are_denied(registry: Any, trainer: dict[str, Any], message: str) -> None:
-    # Upstream's webhook scenarios for numNodes -1 and numProcPerNode -5 or 0: the CRDs (as upstream v2.3.0) do not bound these; the webhook does.
+    # Upstream's webhook scenarios for numNodes -1 and numProcPerNode -5 or 0: the CRDs (as upstream
+    # v2.3.0) do not bound these; the webhook does.
     response = validate(registry, MemoryReader([cluster_runtime()]), "CREATE", make.trainjob(trainer=trainer))
     assert (response.code, response.message) == (403, message)
 
