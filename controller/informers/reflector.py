@@ -271,10 +271,6 @@ class VeryShortWatchError(Exception):
         self.name = name
 
 
-class _StopRequested(Exception):
-    """The reflector was told to stop while a watch was open."""
-
-
 def _is_resource_expired(err: BaseException) -> bool:
     """apimachinery ``IsResourceExpired``: reason ``Expired`` exactly (the pager's test)."""
     return isinstance(err, errors.ApiError) and err.reason == errors.REASON_EXPIRED
