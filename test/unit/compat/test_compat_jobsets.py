@@ -27,7 +27,6 @@ from kubeflow_trainer_api import models
 
 if TYPE_CHECKING:
     from conftest import SdkRules, Wire
-
     from runtime.render import Document
 
 GOLDEN = Path(__file__).resolve().parents[3] / "test" / "golden"

@@ -25,7 +25,6 @@ from pydantic import ValidationError
 
 if TYPE_CHECKING:
     from conftest import SdkRules, Wire
-
     from runtime.render import Document, SchemaChecker
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -32,7 +32,6 @@ from runtime.resources import Quantity
 
 if TYPE_CHECKING:
     from conftest import SdkRules, Wire
-
     from runtime.render import SchemaChecker
 
 NAME = "k3f9a0c1d2e4"
