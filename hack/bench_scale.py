@@ -77,7 +77,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from controller.client.client import Client
@@ -85,6 +84,7 @@ from controller.client.errors import ApiError, Gone, TransportError, WatchTimeou
 from controller.client.gvk import GVK
 from controller.envtest import ControlPlane, find_binaries, load_script
 from controller.envtest.process import install_sigterm_handler
+from controller.client.object import deep_copy
 from runtime.render import Document, RenderOptions
 from runtime.render import render as render_objects
 
@@ -353,7 +353,7 @@ def ratio(ours: float | None, upstream: float | None) -> float | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
-    """One target of issue 11 and whether this run met it."""
+    """One target of the scale benchmark (docs/performance/) and whether this run met it."""
 
     name: str
     wanted: str
@@ -653,7 +653,7 @@ class Session:
 
 def coscheduling_runtime(runtime: Mapping[str, Any]) -> dict[str, Any]:
     """``runtime`` renamed, with ``podGroupPolicy.coscheduling`` (a PodGroup per TrainJob)."""
-    copy: dict[str, Any] = orjson.loads(orjson.dumps(runtime))
+    copy: dict[str, Any] = deep_copy(runtime)
     copy["metadata"] = {"name": COSCHEDULING_RUNTIME}
     copy["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
     return copy
@@ -1199,7 +1199,7 @@ def run_ceiling(session: Session, n: int) -> dict[str, Any]:
     for threads in (8, 16):
         objects = []
         for i in range(n):
-            obj: dict[str, Any] = orjson.loads(orjson.dumps(template))
+            obj: dict[str, Any] = deep_copy(template)
             obj["metadata"]["name"] = f"ceiling{threads}-{i:05d}"
             objects.append(obj)
         own_cpu = time.process_time()

@@ -93,15 +93,18 @@ import yaml
 from cryptography import x509
 
 from controller.client.client import Client
-from controller.client.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
-from controller.client.gvk import GVK
+from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
+from controller.envtest.kubeconfig import write_kubeconfig
 from controller.envtest.process import free_port
 from controller.envtest.suite import load_script
+from controller.client.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
+from controller.client.gvk import GVK
+from controller.trainer.config import parse_duration
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView
-from runtime.render import RenderError, load_documents
+from runtime.render import BlockDumper, RenderError, load_documents
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -138,18 +141,9 @@ class ClusterError(Exception):
 # ------------------------------------------------------------------------------------------------ locations
 
 
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``."""
-    env = os.environ if environ is None else environ
-    if env.get("TRAINER_CACHE_DIR"):
-        return Path(env["TRAINER_CACHE_DIR"])
-    xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kubeflow-trainer-py"
-
-
 def kwok_workdir() -> Path:
     """``$KWOK_WORKDIR`` for every kwokctl call: kwokctl keeps clusters in ``<this>/clusters/<name>``."""
-    return cache_dir() / "kwok"
+    return cache_directory() / "kwok"
 
 
 def cluster_dir(name: str) -> Path:
@@ -538,15 +532,6 @@ class Kubectl:
 # --------------------------------------------------------------------------------------- kwok configuration
 
 
-def _parse_duration(text: str) -> float:
-    """Seconds from ``"2s"``, ``"500ms"``, ``"1m"``, ``"1h"`` or a bare number of seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
-    return float(m.group(1)) * scale
-
-
 def kwokctl_configuration(binaries: Binaries) -> dict[str, Any]:
     """hack/kwok/kwokctl.yaml with this machine's binary paths and the pinned versions filled in."""
     config = yaml.safe_load((KWOK_DIR / "kwokctl.yaml").read_text())
@@ -609,21 +594,9 @@ def container_logs(directory: Path) -> dict[str, Any]:
     }
 
 
-class _BlockStrings(yaml.SafeDumper):
-    """Dump multi-line strings (stage templates) as literal blocks, so the rendered file stays readable."""
-
-
-def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockStrings.add_representer(str, _block_str)
-
-
 def _write_yaml(path: Path, documents: Sequence[Mapping[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.dump_all(documents, Dumper=_BlockStrings, sort_keys=False))
+    path.write_text(yaml.dump_all(documents, Dumper=BlockDumper, sort_keys=False))
     return path
 
 
@@ -1468,10 +1441,7 @@ def service_account_kubeconfig(state: ClusterState, path: Path, *, hours: int = 
         "contexts": [{"name": user, "context": {"cluster": context["cluster"], "user": user}}],
         "current-context": user,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
+    return write_kubeconfig(path, config)
 
 
 def start_manager(
@@ -2076,19 +2046,19 @@ def _parser() -> argparse.ArgumentParser:
     up_cmd.add_argument("--nodes", type=int, default=defaults.nodes, help="kwok nodes (default %(default)s)")
     up_cmd.add_argument(
         "--pod-start-delay",
-        type=_parse_duration,
+        type=parse_duration,
         default=defaults.pod_start_delay,
         help="Pending → Running for every pod without its own annotation (default 1s)",
     )
     up_cmd.add_argument(
         "--pod-run-time",
-        type=_parse_duration,
+        type=parse_duration,
         default=defaults.pod_run_time,
         help="Running → Succeeded/Failed for every Job pod without its own annotation (default 2s)",
     )
     up_cmd.add_argument(
         "--timeout",
-        type=_parse_duration,
+        type=parse_duration,
         default=defaults.timeout,
         help="upper bound for each start-up wait (default 180s)",
     )
@@ -2194,7 +2164,7 @@ __all__ = [
     "KueueProcess",
     "ManagerProcess",
     "build_binaries",
-    "cache_dir",
+    "cache_directory",
     "check_no_downloads",
     "clear_trainjob",
     "connect",

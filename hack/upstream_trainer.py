@@ -66,10 +66,12 @@ from typing import Any
 import orjson
 import yaml
 
+from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.errors import StartError
 from controller.envtest.process import ManagedProcess, free_port, wait_until_ready
 from controller.envtest.suite import load_script
+from controller.client.object import deep_copy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,7 +109,7 @@ def binary_path(version: str | None = None) -> Path:
     raises UpstreamError naming the build command when it is not there."""
     thirdparty = _thirdparty()
     version = version or thirdparty.read_versions()["TRAINER_VERSION"]
-    path = Path(thirdparty.cache_dir()) / "bin" / f"trainer-{version}" / BINARY_NAME
+    path = cache_directory() / "bin" / f"trainer-{version}" / BINARY_NAME
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise UpstreamError(f"{path} is missing: build it with `bash hack/build-binaries.sh trainer`")
     return path
@@ -150,7 +152,7 @@ def configuration(
         raise ValueError(f"qps must be positive, got {qps}")
     if burst < 1:
         raise ValueError(f"burst must be at least 1, got {burst}")
-    config: dict[str, Any] = orjson.loads(orjson.dumps(shipped))  # a deep copy of plain data
+    config: dict[str, Any] = deep_copy(shipped)
     config["health"] = {**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{health_port}"}
     config["metrics"] = {"bindAddress": f"127.0.0.1:{metrics_port}", "secureServing": False}
     config["webhook"] = {"host": "127.0.0.1", "port": webhook_port}

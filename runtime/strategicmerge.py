@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import orjson
+from runtime.api.views import copy_json
 
 __all__ = [
     "JOBSET_SPEC",
@@ -132,8 +132,8 @@ def strategic_merge(
     directive, mixed item types, ...).
     """
     # Go mutates both documents while merging; work on private copies so callers' objects stay intact.
-    work_original = original if in_place else orjson.loads(orjson.dumps(original))
-    work_patch = orjson.loads(orjson.dumps(patch))
+    work_original = original if in_place else copy_json(original)
+    work_patch = copy_json(patch)
     return _merge_map(cast(dict[str, Any], work_original), work_patch, meta)
 
 

@@ -59,7 +59,7 @@ from controller.serving.healthz import PING, Checker
 from controller.serving.webhook import DEFAULT_CERT_DIR
 from controller.trainer.certificates import metrics_serving, setup_certificates
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
-from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
+from runtime.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
 from trainer_controller_manager.flags import Flags, parse_flags
 from trainer_controller_manager.serving import Serving, ServingError, resolve_serving
 

@@ -119,10 +119,6 @@ class Stream:
         self.status: int = response.status
         self.headers: Mapping[str, str] = response.headers
 
-    @property
-    def is_shut_down(self) -> bool:
-        return self._shut
-
     def read_body(self) -> bytes:
         """The rest of the body at once (for a failure status), then close."""
         try:

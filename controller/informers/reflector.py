@@ -271,10 +271,6 @@ class VeryShortWatchError(Exception):
         self.name = name
 
 
-class _StopRequested(Exception):
-    """The reflector was told to stop while a watch was open."""
-
-
 def _is_resource_expired(err: BaseException) -> bool:
     """apimachinery ``IsResourceExpired``: reason ``Expired`` exactly (the pager's test)."""
     return isinstance(err, errors.ApiError) and err.reason == errors.REASON_EXPIRED
@@ -307,7 +303,8 @@ def is_watch_error_retriable(err: BaseException) -> bool:
 # --- GC tactic around big lists ---------------------------------------------------------------------------
 
 LIST_GC_THRESHOLDS = (50_000, 20, 100)
-"""Generation thresholds while a list is decoded and stored (§4.2: 138 → 43 µs per object at 20k objects)."""
+"""Generation thresholds while a list is decoded and stored (measured: 138 → 43 µs per object at 20k
+objects)."""
 
 
 class _ListGcGuard:

@@ -52,26 +52,12 @@ import orjson
 
 from controller.client.interfaces import Writer
 from controller.trainer.kinds import JOBSET
-from runtime.framework import Reader
+from runtime.framework import ObjectKey, Reader, object_key
 
-__all__ = ["Applied", "AppliedObjects", "Applier", "ObjectKey", "contains", "merge_patch", "object_key"]
-
-ObjectKey = tuple[str, str, str, str]
-"""(apiVersion, kind, namespace, name) of an object."""
+__all__ = ["Applied", "AppliedObjects", "Applier", "contains", "merge_patch"]
 
 Owner = tuple[str, str]
 """(namespace, name) of the TrainJob the objects are applied for."""
-
-
-def object_key(obj: Mapping[str, Any]) -> ObjectKey:
-    """The `ObjectKey` an object declares."""
-    metadata = obj.get("metadata") or {}
-    return (
-        str(obj.get("apiVersion", "")),
-        str(obj.get("kind", "")),
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name") or ""),
-    )
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

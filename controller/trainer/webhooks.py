@@ -45,9 +45,9 @@ Guarantees:
 - Reads go through the `Reader` given (the manager's cache-backed `CacheReader`): an admission makes no API
   request for a cached kind. A read failure is a field error (`Internal error`), so the request is denied,
   never admitted unchecked.
-- Q8 (upstream rejects every update of a TrainJob whose runtime was deleted): here an update is validated
-  against the TrainJob's runtime snapshot ConfigMap when the runtime is gone (`Runtime.validate`); without a
-  snapshot it is rejected as upstream.
+- An update after the runtime was deleted (upstream rejects every update of a TrainJob whose runtime was
+  deleted): here an update is validated against the TrainJob's runtime snapshot ConfigMap when the runtime is
+  gone (`Runtime.validate`); without a snapshot it is rejected as upstream.
 - Handlers hold no lock and keep no state: any number of connection threads may call them at once.
 
 `setup_webhooks` registers the four handlers on a `WebhookServer` (HTTPS on the configured port, certificates

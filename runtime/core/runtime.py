@@ -75,8 +75,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-import orjson
-
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
 from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find_condition
@@ -546,7 +544,7 @@ class RuntimeRegistry(Mapping[str, Runtime]):
         whatever the plugin reports); then the active deadline. `delete_jobset` is set whenever the result is
         `Failed=True` with reason DeadlineExceeded, so a deletion that failed is asked for again.
         """
-        status = cast(TrainJobStatus, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
+        status = cast(TrainJobStatus, copy_json(trainjob.get("status") or {}))
         conditions = status.setdefault("conditions", [])
         try:
             runtime = self.runtime_for(trainjob)

@@ -36,7 +36,7 @@ What it does, by phase:
 - TrainJobStatus: the JobSet's `Completed`/`Failed` conditions become the TrainJob's `Complete`/`Failed`;
   `replicatedJobsStatus` becomes `jobsStatus` with all five counters.
 
-Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream issue 2318).
+Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream trainer#2318).
 """
 
 from __future__ import annotations
@@ -53,7 +53,14 @@ from runtime.api import constants
 from runtime.api.gojson import RUNTIME_PATCHES, go_round_trip_jobset_spec, go_semantic_form
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
-from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
+from runtime.api.views import (
+    TrainJobView,
+    as_dict,
+    as_list,
+    copy_json,
+    find_condition,
+    replicated_job_pod_spec,
+)
 from runtime.buildable import MAX_ANNOTATIONS_BYTES, UnbuildableError, annotations_bytes
 from runtime.core.status import set_condition
 from runtime.framework import (
@@ -365,7 +372,7 @@ def _as_go_writes_it(spec: dict[str, Any], runtime_template: Mapping[str, Any]) 
 def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
     """The JobSet apply body for the TrainJob, rendered from `info` (which it does not modify)."""
     view = TrainJobView(trainjob)
-    spec = cast(dict[str, Any], orjson.loads(orjson.dumps(info.template)))
+    spec = cast(dict[str, Any], copy_json(info.template))
     initializer = as_dict(view.initializer)
     run_launcher_as_node = info.ml.mpi_run_launcher_as_node
     env = trainer_env(trainjob)
@@ -629,7 +636,7 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             if view.is_finished:
                 return None  # the JobSet may have been deleted by its TTL; keep the status as it is
             raise PhaseError(f'jobsets.{constants.JOBSET_GROUP} "{view.name}" not found')
-        status = cast(TrainJobStatusValue, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
+        status = cast(TrainJobStatusValue, copy_json(trainjob.get("status") or {}))
         jobset_status = as_dict(jobset.get("status"))
         jobset_conditions = as_list(jobset_status.get("conditions"))
         for jobset_type, trainjob_type in (

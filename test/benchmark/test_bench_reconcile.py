@@ -1,4 +1,4 @@
-"""Benchmark: no-op reconciles per second through the full Controller (issue 3, "no-op reconciles per second
+"""Benchmark: no-op reconciles per second through the full Controller ("no-op reconciles per second
 per core"). Run with ``pytest -m benchmark -s test/benchmark/test_bench_reconcile.py``.
 
 Path measured: an in-memory source delivers an add event per object → predicates (none) → the

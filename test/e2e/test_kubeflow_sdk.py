@@ -85,7 +85,7 @@ class SdkUnavailable(Exception):
 
 def sdk_venv_dir() -> Path:
     """``<cache>/sdk-venv-<version>/``, next to the binaries (``TRAINER_CACHE_DIR`` moves both)."""
-    return Path(hack.cache_dir()) / f"sdk-venv-{SDK_VERSION}"
+    return envtest.cache_directory() / f"sdk-venv-{SDK_VERSION}"
 
 
 def _venv_python(venv: Path) -> Path:

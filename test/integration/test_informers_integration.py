@@ -1,9 +1,9 @@
 """Informers and the informer cache against a real kube-apiserver (Tier 1).
 
-Issue 3: an informer sees create/update/delete in order; a watch broken by restarting kube-apiserver and one
-expired by etcd compaction both recover by relisting with no change lost; field index lookups over real
-objects. Each test builds its own client and informers and stops them (the leak check joins every thread).
-"""
+What is checked: an informer sees create/update/delete in order; a watch broken by restarting kube-apiserver
+and one expired by etcd compaction both recover by relisting with no change lost; field index lookups over
+real objects. Each test builds its own client and informers and stops them (the leak check joins every
+thread)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The manager against a real kube-apiserver (Tier 1): a toy reconciler converges, and leader election
 between two manager processes (``toy_manager.py``) lets only the leader reconcile and fails over.
 
-Issue 3's integration list: "a toy reconciler on a test CRD converges; two managers with leader election:
+What is checked: "a toy reconciler on a test CRD converges; two managers with leader election:
 only the leader reconciles, SIGKILL of the leader → the other takes over within 20 s", plus the graceful
 case: SIGTERM releases the lease, so the takeover takes a retry period rather than a lease duration.
 """
@@ -261,7 +261,7 @@ def worst_takeover(retry_period: float) -> float:
 def test_only_the_leader_reconciles_and_a_standby_takes_over_after_sigkill(
     client: Client, namespace: str, toy_processes: Callable[..., ToyProcess], eventually: Callable[..., Any]
 ) -> None:
-    # Retry period 1 s: the algorithm's worst case is 15 + 2 x 2.2 = 19.4 s (issue 3 asked for 20 s), and the
+    # Retry period 1 s: the algorithm's worst case is 15 + 2 x 2.2 = 19.4 s (the target is 20 s), and the
     # bound adds a real margin to it rather than the 0.6 s left below 20 s. The figure is printed.
     retry_period = 1.0
     leader, standby = two_managers(

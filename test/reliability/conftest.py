@@ -124,12 +124,8 @@ def admin(kubeconfig: Path) -> Iterator[Client]:
 def service_account_kubeconfig(
     control_plane: ControlPlane, admin: Client, envtest_binaries: Binaries
 ) -> Path:
-    install = support.install
-    kubectl = install.kubectl_beside(envtest_binaries.kube_apiserver)
-    if not kubectl.is_file():
-        pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
-    objects = install.kustomize_build(kubectl, install.DEFAULT_OVERLAY)
-    return Path(install.service_account_kubeconfig(control_plane, admin, objects))
+    path: Path = support.install.manager_kubeconfig(control_plane, admin, envtest_binaries)
+    return path
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""The status server against the Tier 1 API server: trainer-behavior §7.4 (#98-#102; upstream's
-test/integration/statusserver/server_test.go) and the token checks, with real TokenReviews of tokens from
+"""The status server against the Tier 1 API server: upstream's scenarios
+(test/integration/statusserver/server_test.go) and the token checks, with real TokenReviews of tokens from
 the TokenRequest API.
 
 Upstream starts the server with a permissive authorizer; here the real one runs, so every request carries

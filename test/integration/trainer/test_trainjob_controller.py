@@ -1,7 +1,7 @@
-"""The TrainJob controller against a real kube-apiserver: upstream's §7.1 scenarios, each named by its
-number in the behaviour notes (upstream `test/integration/controller/trainjob_controller_test.go`), for the
-objects and conditions of every ML policy. The active deadline, the runtime snapshots and what the port adds
-have modules of their own (`test_trainjob_controller_*.py`).
+"""The TrainJob controller against a real kube-apiserver: upstream's scenarios (upstream
+`test/integration/controller/trainjob_controller_test.go`), for the objects and conditions of every ML
+policy. The active deadline, the runtime snapshots and what the port adds have modules of their own
+(`test_trainjob_controller_*.py`).
 
 The manager runs in this process exactly as in production (its informers, five TrainJob workers, leader
 election). Tier 1 has no JobSet controller and no garbage collector: the tests write JobSet status.

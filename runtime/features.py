@@ -1,5 +1,8 @@
 """The Trainer's feature gates: which exist, their defaults, and the value a Configuration carries.
 
+The one parser of gate settings: the manager (its configuration's ``featureGates`` and ``--feature-gates``)
+and ``trainer-render`` both use it, so a setting one accepts the other accepts too.
+
 Go origin: kubeflow/trainer ``pkg/features`` (the gate table) on component-base ``featuregate`` (the
 ``--feature-gates k=v,...`` syntax and its errors).
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from runtime.echo import elide
 
 __all__ = [
     "ALPHA",
@@ -50,8 +55,8 @@ class FeatureSpec:
 TRAIN_JOB_STATUS = "TrainJobStatus"
 """Serves the runtime status server and adds the ``TrainJobStatus`` plugin (pods report progress).
 
-The same string as ``runtime.plugins.TRAINJOB_STATUS_GATE`` (a test holds them equal); spelled here so
-loading a configuration does not import the plugins."""
+``runtime.plugins.TRAINJOB_STATUS_GATE`` is this name; it is defined here so that loading a configuration
+does not import the plugins."""
 
 KNOWN_FEATURES: Mapping[str, FeatureSpec] = MappingProxyType(
     {TRAIN_JOB_STATUS: FeatureSpec(default=False, pre_release=ALPHA)}
@@ -69,7 +74,7 @@ class FeatureGateError(ValueError):
 def _check_known(name: str) -> None:
     if name not in KNOWN_FEATURES:
         known = ", ".join(sorted(KNOWN_FEATURES))
-        raise FeatureGateError(f"unrecognized feature gate: {name!r} (known: {known})")
+        raise FeatureGateError(f"unrecognized feature gate: {elide(name)!r} (known: {known})")
 
 
 def parse_feature_gates(text: str) -> dict[str, bool]:
@@ -86,14 +91,14 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name:
-            raise FeatureGateError(f"missing bool value for {item!r}: expected NAME=true|false")
+            raise FeatureGateError(f"missing bool value for {elide(item)!r}: expected NAME=true|false")
         _check_known(name)
         if value in _TRUE:
             settings[name] = True
         elif value in _FALSE:
             settings[name] = False
         else:
-            raise FeatureGateError(f"invalid value of {name}={value}: expected true or false")
+            raise FeatureGateError(f"invalid value of {elide(f'{name}={value}')}: expected true or false")
     return settings
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.trainer.features import (
+from runtime.features import (
     ALPHA,
     KNOWN_FEATURES,
     TRAIN_JOB_STATUS,
