@@ -82,9 +82,9 @@ import yaml
 from controller.client.client import Client
 from controller.client.errors import ApiError, Gone, TransportError, WatchTimeout
 from controller.client.gvk import GVK
+from controller.client.object import deep_copy
 from controller.envtest import ControlPlane, find_binaries, load_script
 from controller.envtest.process import install_sigterm_handler
-from controller.client.object import deep_copy
 from runtime.render import Document, RenderOptions
 from runtime.render import render as render_objects
 

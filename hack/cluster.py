@@ -93,13 +93,13 @@ import yaml
 from cryptography import x509
 
 from controller.client.client import Client
+from controller.client.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
+from controller.client.gvk import GVK
 from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.kubeconfig import write_kubeconfig
 from controller.envtest.process import free_port
 from controller.envtest.suite import load_script
-from controller.client.errors import AlreadyExists, ApiError, NoKindMatch, NotFound, TransportError
-from controller.client.gvk import GVK
 from controller.trainer.config import parse_duration
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob

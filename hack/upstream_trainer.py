@@ -66,12 +66,12 @@ from typing import Any
 import orjson
 import yaml
 
+from controller.client.object import deep_copy
 from controller.envtest.binaries import cache_directory
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.errors import StartError
 from controller.envtest.process import ManagedProcess, free_port, wait_until_ready
 from controller.envtest.suite import load_script
-from controller.client.object import deep_copy
 
 REPO = Path(__file__).resolve().parent.parent
 

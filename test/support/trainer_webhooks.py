@@ -21,11 +21,12 @@ import pytest
 
 from controller import envtest
 from controller.client.client import Client
-from controller.envtest import ControlPlane
-from controller.envtest.certs import CertificateAuthority
 from controller.client.errors import ApiError, Forbidden, Invalid, NotFound
 from controller.client.gvk import GVK
+from controller.envtest import ControlPlane
+from controller.envtest.certs import CertificateAuthority
 from controller.manager.manager import Manager, ManagerOptions
+from controller.serving.webhook import WebhookServer
 from controller.trainer.config import Configuration
 from controller.trainer.setup import cache_by_object, new_registry
 from controller.trainer.webhooks import (
@@ -35,7 +36,6 @@ from controller.trainer.webhooks import (
     TRAINJOB_VALIDATOR_PATH,
     setup_webhooks,
 )
-from controller.serving.webhook import WebhookServer
 from runtime.api import constants
 from runtime.testing import Make
 

@@ -21,9 +21,9 @@ from controller.serving.certwatcher import CertWatcher
 from controller.serving.tlsconfig import TLSOptions
 from controller.serving.webhook.server import CERT_NAME, DEFAULT_CERT_DIR, KEY_NAME
 from controller.trainer.config import Configuration
-from runtime.features import TRAIN_JOB_STATUS
 from controller.trainer.statusserver.handler import StatusHandler
 from controller.trainer.statusserver.server import READ_TIMEOUT, StatusServer
+from runtime.features import TRAIN_JOB_STATUS
 
 __all__ = [
     "client_for",
