@@ -3,7 +3,7 @@
 Go origin: controller-runtime ``pkg/metrics`` (registry, REST client adapter, leader election, workqueue
 provider) and ``pkg/internal/controller/metrics``. Every series here is scraped by dashboards written for Go
 controllers, so names, label names and bucket boundaries are part of the contract and are tested against the
-exposition served by the manager (``test/unit/controller/test_manager.py``). Label names are declared in
+exposition served by the manager (``test/unit/manager/test_manager.py``). Label names are declared in
 sorted order, as Go's exposition prints them.
 
 Guarantees:
@@ -15,7 +15,7 @@ Guarantees:
 
 Deliberately missing: the opt-in REST client latency/size histograms (controller-runtime registers only
 ``rest_client_requests_total`` by default). The webhook and certificate metrics live with their owners
-(:mod:`controller.webhook.metrics`, :mod:`controller.certwatcher`), in this registry.
+(:mod:`controller.serving.webhook.metrics`, :mod:`controller.serving.certwatcher`), in this registry.
 """
 
 from __future__ import annotations

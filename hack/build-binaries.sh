@@ -117,7 +117,12 @@ build() {  # build NAME DIR CMD...: run CMD into a temp dir, then move it into p
   rm -rf "$tmp"; mkdir -p "$tmp"
   building=$tmp
   say "building $name (log: $log_dir/$name.log)"
-  if ! ( OUT="$tmp" "$@" ) >"$log_dir/$name.log" 2>&1; then
+  local rc=0
+  ( OUT="$tmp" "$@" ) >"$log_dir/$name.log" 2>&1 || rc=$?
+  # Interrupted (Ctrl-C reaches the whole process group): end with the signal's status, whether or not
+  # this shell has run its INT/TERM trap yet (on a loaded machine the build's status can arrive first).
+  (( rc != 130 && rc != 143 )) || exit "$rc"
+  if (( rc != 0 )); then
     tail -n 20 "$log_dir/$name.log" >&2
     die "building $name failed; full log in $log_dir/$name.log"
   fi

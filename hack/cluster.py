@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import re
 import signal
 import sys
 import time
@@ -28,20 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the test-support package
 
-from controller.errors import ApiError, TransportError
+from controller.client.errors import ApiError, TransportError
+from controller.trainer.config import parse_duration
 from support.demo import demo
 from support.kueue import KUEUE_FRAMEWORKS, KUEUE_QUEUE_LABEL, start_kueue, stop_kueue
 from support.kwok import DEFAULT_NAME, ClusterOptions, ClusterState, down, env_lines, is_healthy, up
 from support.process import ClusterError, say
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``"2s"``, ``"500ms"``, ``"1m"``, ``"1h"`` or a bare number of seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
-    return float(m.group(1)) * scale
 
 
 def _parser() -> argparse.ArgumentParser:

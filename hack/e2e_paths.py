@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the test-support package
 
-from controller.client import Client
+from controller.client.client import Client
 from support import e2e_paths
 
 

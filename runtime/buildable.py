@@ -20,6 +20,9 @@ fails the same way):
   prefix (`nvidia.com/gpu`) that is not `kubernetes.io/` (an extended resource).
 - A quantity parses (`runtime.resources.Quantity`: under 1e100, at most 100 significant digits), is not
   negative, and is a whole number for an extended resource (`nvidia.com/gpu: 500m` is refused).
+- The annotations of an object the pipeline renders (the JobSet, each Job template and each pod template)
+  hold at most `MAX_ANNOTATIONS_BYTES`, keys and values together (`annotations_bytes`); the runtime's and
+  each runtime patch's add up there, and no stored object's own limit covers them.
 - A count the plugins derive and render (`PET_NPROC_PER_NODE`, `PET_NNODES`, MPI `slots`,
   `DMLC_NUM_WORKER`, ...) is at most `MAX_INT32`, the API's integer width (`checked_count`); the pod counts
   (`parallelism`, `completions`) have the tighter bounds of `runtime.info`.
@@ -49,9 +52,11 @@ from runtime.framework.validation import FieldError
 from runtime.resources import InvalidQuantityError, Quantity
 
 __all__ = [
+    "MAX_ANNOTATIONS_BYTES",
     "MAX_CONFIGMAP_BYTES",
     "MAX_INT32",
     "UnbuildableError",
+    "annotations_bytes",
     "checked_count",
     "container_errors",
     "env_errors",
@@ -69,6 +74,9 @@ MAX_INT32 = 2**31 - 1
 
 MAX_CONFIGMAP_BYTES = 1 << 20
 """The most bytes the API server stores in a ConfigMap's data (keys and values together)."""
+
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+"""The most bytes an object's annotations hold, keys and values together (Go `TotalAnnotationSizeLimitB`)."""
 
 
 class UnbuildableError(FrameworkError):
@@ -355,6 +363,16 @@ def runtime_errors(runtime_spec: Mapping[str, Any]) -> list[FieldError]:
     for path, pod_spec in _replicated_jobs(runtime_spec.get("template"), "spec.template"):
         errors.extend(pod_spec_errors(pod_spec, path))
     return errors
+
+
+def annotations_bytes(annotations: Any) -> int:
+    """What the API server counts of `annotations` against `MAX_ANNOTATIONS_BYTES` (Go
+    `ValidateAnnotationsSize`: the UTF-8 length of every key and value). O(their size)."""
+    return sum(_utf8_length(str(k)) + _utf8_length(str(v)) for k, v in _mapping(annotations).items())
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

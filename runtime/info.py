@@ -35,7 +35,7 @@ Guarantees:
 - Lookups are by name and ancestor in template order; ancestors are the label
   `trainer.kubeflow.org/trainjob-ancestor-step`.
 
-Deliberately missing: `replicas > 1` for ancestor jobs (upstream issue 2318; the JobSet plugin forces 1),
+Deliberately missing: `replicas > 1` for ancestor jobs (upstream trainer#2318; the JobSet plugin forces 1),
 and Go's zero values for absent fields in converted env vars (an env without `value` stays without it).
 """
 
@@ -44,8 +44,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
-
-import orjson
 
 from runtime.api import constants
 from runtime.api.gojson import go_json_resource_requirements, go_json_runtime_patch_spec
@@ -81,7 +79,6 @@ __all__ = [
     "TrainerOverrides",
     "build_info",
     "count_error",
-    "iter_containers",
     "upsert_env",
     "upsert_ports",
     "upsert_volume_mounts",
@@ -147,16 +144,6 @@ class RuntimePatchError(FrameworkError):
         self.path = path
 
 
-def _copy(value: Any) -> Any:
-    """A private deep copy of a JSON value (an orjson round trip: cheaper than `copy.deepcopy`); of decoded
-    YAML that is not JSON (keys that are not strings, integers beyond 64 bits: `render` may be given them)
-    by walking it."""
-    try:
-        return orjson.loads(orjson.dumps(value))
-    except orjson.JSONEncodeError:
-        return copy_json(value)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Upserts (Go `pkg/apply`): how the model's lists take an item
 
@@ -167,7 +154,7 @@ def _upsert(
     same: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
 ) -> None:
     """Replace the first item `same` as `new` in place, or append; Info keeps its own copy of `new`."""
-    owned = _copy(new)
+    owned = copy_json(new)
     for index, item in enumerate(items):
         if same(item, new):
             items[index] = owned
@@ -186,7 +173,7 @@ def _upsert_by(items: list[dict[str, Any]], news: Iterable[Mapping[str, Any]], f
         positions.setdefault(json_key(item.get(field)), index)
     for new in news:
         identity = json_key(new.get(field))
-        owned = _copy(new)
+        owned = copy_json(new)
         found = positions.get(identity)
         if found is None:
             positions[identity] = len(items)
@@ -498,7 +485,10 @@ class Info:
 
 
 def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict[str, Any]:
-    """The template spec with every runtime patch applied, replicated jobs in the runtime's order."""
+    """The template spec with every runtime patch applied, replicated jobs in the runtime's order.
+
+    `spec` is the caller's private copy: the patches merge into it one after another (on failure it is
+    left part-merged)."""
     order = {
         rjob.get("name"): index
         for index, rjob in enumerate(as_list(spec.get("replicatedJobs")))
@@ -510,7 +500,9 @@ def _patched_template_spec(trainjob: TrainJobView, spec: dict[str, Any]) -> dict
             continue
         manager = as_dict(patch).get("manager")
         try:
-            spec = strategic_merge(spec, go_json_runtime_patch_spec(as_dict(patch_spec)), JOBSET_SPEC)
+            spec = strategic_merge(
+                spec, go_json_runtime_patch_spec(as_dict(patch_spec)), JOBSET_SPEC, in_place=True
+            )
         except StrategicMergeError as exc:
             raise RuntimePatchError(
                 f"applying runtime patch of manager {elide(repr(manager))}: {elide(str(exc))}",
@@ -597,13 +589,13 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         labels.update(as_dict(patch_metadata.get("labels")))
         annotations.update(as_dict(patch_metadata.get("annotations")))
 
-    working = _patched_template_spec(view, _copy(as_dict(template.get("spec"))))
+    working = _patched_template_spec(view, copy_json(as_dict(template.get("spec"))))
     ml_policy = cast(
-        "MLPolicy | None", _copy(spec_view["mlPolicy"]) if spec_view.get("mlPolicy") is not None else None
+        "MLPolicy | None", copy_json(spec_view["mlPolicy"]) if spec_view.get("mlPolicy") is not None else None
     )
     pod_group_policy = cast(
         "PodGroupPolicy | None",
-        _copy(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
+        copy_json(spec_view["podGroupPolicy"]) if spec_view.get("podGroupPolicy") is not None else None,
     )
     ml = MLPolicyView(ml_policy)
     if ml_policy is not None and ml_policy.get("numNodes") is not None:
@@ -648,10 +640,3 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         trainer=overrides,
         runtime_template=as_dict(template.get("spec")),
     )
-
-
-def iter_containers(info: Info) -> Iterable[Container]:
-    """Every container and init container of every PodSet, in template order."""
-    for pod_set in info.pod_sets:
-        yield from pod_set.containers
-        yield from pod_set.init_containers

@@ -93,6 +93,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
+from runtime.api.views import copy_json
 from runtime.echo import elide
 
 __all__ = [
@@ -102,6 +103,7 @@ __all__ = [
     "dump",
     "load",
     "load_all",
+    "node_count",
 ]
 
 MAX_DEPTH: Final = 128
@@ -388,15 +390,6 @@ class _Budget:
                 )
 
 
-def _copy(value: Any) -> Any:
-    """A fresh copy of a decoded value (its depth is bounded by MAX_DEPTH)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 # libyaml's parser when PyYAML was built with it (about ten times faster), else the pure-Python one.
 _Parser: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -509,7 +502,7 @@ class _Builder:
             raise mark.error(f"collections nested more than {MAX_DEPTH} levels deep (through aliases)")
         self._budget.count(1 + anchored.size, anchored.size, mark)  # before anything is copied
         self._add(
-            _copy(anchored.value),
+            copy_json(anchored.value),
             mark,
             anchor=None,
             size=anchored.size,
@@ -989,3 +982,19 @@ def dump(value: Any) -> str:
     emitter.indent = -1
     emitter.write_indent()
     return "".join(emitter.out)
+
+
+def node_count(value: Any, *, limit: int) -> int:
+    """The nodes `load` decodes from `dump(value)`, as its `max_nodes` counts them: one per scalar (mapping
+    keys included) and one per collection; counted only up to `limit + 1`, so O(min(size, limit))."""
+    count = 0
+    pending = [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return count

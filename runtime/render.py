@@ -68,11 +68,11 @@ import yaml
 from runtime import kubeyaml
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
-from runtime.api.views import ObjectView, TrainJobView
-from runtime.api.views import copy_json as _copy
+from runtime.api.views import ObjectView, TrainJobView, copy_json
 from runtime.core import RuntimeRegistry
 from runtime.core.runtime_rules import validate_cluster_training_runtime, validate_training_runtime
 from runtime.echo import ECHO_LIMIT, elide, escape
+from runtime.features import FeatureGateError, FeatureGates, parse_feature_gates
 from runtime.framework import (
     FieldError,
     Framework,
@@ -83,8 +83,9 @@ from runtime.framework import (
     PluginFactory,
     PluginRegistry,
     error_lines,
+    object_key,
 )
-from runtime.plugins import TRAINJOB_STATUS_GATE, builtin_registry
+from runtime.plugins import builtin_registry
 from runtime.plugins.flux import CurveKeyGenerator, CurveKeyPair, Flux, generate_curve_key_pair
 from runtime.plugins.mpi import MPI, KeyGenerator, SSHKeyPair, generate_ssh_key_pair
 from runtime.plugins.trainjobstatus import (
@@ -101,6 +102,7 @@ __all__ = [
     "PLACEHOLDER_CURVE_KEYS",
     "PLACEHOLDER_SSH_KEYS",
     "PLACEHOLDER_UID",
+    "BlockDumper",
     "Document",
     "RenderError",
     "RenderOptions",
@@ -398,7 +400,7 @@ def _checked(document: Document, schemas: SchemaChecker | None, warnings: list[s
     """The document's object, schema-checked and defaulted, with a `metadata.name`; a warning goes to
     `warnings` when it is too large for the API server to store."""
     if schemas is None:
-        obj, errors = cast(dict[str, Any], _copy(document.obj)), list[FieldError]()
+        obj, errors = cast(dict[str, Any], copy_json(document.obj)), list[FieldError]()
     else:
         obj, errors = schemas.check(document.obj)
     metadata = obj.get("metadata")
@@ -420,16 +422,6 @@ def _as_stored(obj: dict[str, Any]) -> dict[str, Any]:
     if (str(obj.get("apiVersion")), str(obj.get("kind"))) in _CLUSTER_SCOPED and isinstance(metadata, dict):
         metadata.pop("namespace", None)
     return obj
-
-
-def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    metadata = obj.get("metadata") or {}
-    return (
-        str(obj.get("apiVersion")),
-        str(obj.get("kind")),
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name")),
-    )
 
 
 def _status_plugin(operator_namespace: str) -> PluginFactory:
@@ -522,7 +514,7 @@ def _render(
         warnings.extend(admission.warnings)
         if runtime_document.kind == constants.TRAINING_RUNTIME_KIND:
             runtime["metadata"].setdefault("namespace", metadata["namespace"])
-        key = _key(runtime)
+        key = object_key(runtime)
         if key in objects:
             raise RenderError(
                 f"{runtime_document.source}: metadata.name: {elide(runtime_document.kind)} "
@@ -530,8 +522,8 @@ def _render(
             )
         objects[key] = (runtime_document.source, runtime)
     for existing_document in existing:
-        obj = _as_stored(cast(dict[str, Any], _copy(existing_document.obj)))
-        objects.setdefault(_key(obj), (existing_document.source, obj))
+        obj = _as_stored(cast(dict[str, Any], copy_json(existing_document.obj)))
+        objects.setdefault(object_key(obj), (existing_document.source, obj))
     reader = MemoryReader(obj for _, obj in objects.values())
 
     view = TrainJobView(trainjob)
@@ -565,17 +557,17 @@ def _render(
 # Output
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block YAML; multi-line strings (scripts, the runtime snapshot) as literal blocks."""
+class BlockDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper with multi-line strings (scripts, the runtime snapshot, descriptions) as literal
+    blocks, so they read as written; the one such dumper of the repository (`hack/` uses it too)."""
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
-_Dumper.add_representer(str, _represent_str)
+BlockDumper.add_representer(str, _represent_str)
 
 
 def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
@@ -583,7 +575,7 @@ def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
     return "".join(
         ("---\n" if index else "")
         + yaml.dump(
-            obj, Dumper=_Dumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=2**16
+            obj, Dumper=BlockDumper, sort_keys=True, default_flow_style=False, allow_unicode=True, width=2**16
         )
         for index, obj in enumerate(objects)
     )
@@ -593,47 +585,30 @@ def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
 # Command line
 
 
-_KNOWN_FEATURE_GATES = (TRAINJOB_STATUS_GATE,)
-"""Every controller feature gate (upstream `pkg/features`); naming another is an error, as in the manager."""
-
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-"""What Go's `strconv.ParseBool` takes: component-base parses `--feature-gates` values with it."""
-
-
-def _check_gate(name: str, where: str) -> None:
-    if name not in _KNOWN_FEATURE_GATES:
-        known = ", ".join(_KNOWN_FEATURE_GATES)
-        raise RenderError(f"{where}: unrecognized feature gate: {elide(name)!r} (known: {known})")
-
-
-def _config_feature_gates(config: Mapping[str, Any], source: Path) -> frozenset[str]:
-    """The gates a Configuration's `featureGates` map turns on (the manager's starting point)."""
+def _config_feature_gates(config: Mapping[str, Any], source: Path) -> FeatureGates:
+    """The gates a Configuration's `featureGates` map sets (the manager's starting point)."""
     gates = config.get("featureGates")
     if gates is None:
-        return frozenset()
+        return FeatureGates()
     where = f"--config {source}: featureGates"
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise RenderError(f"{where} must map names to true or false")
-    for name in gates:
-        _check_gate(str(name), where)
-    return frozenset(str(name) for name, enabled in gates.items() if enabled)
+    try:
+        return FeatureGates({str(name): enabled for name, enabled in gates.items()})
+    except FeatureGateError as exc:
+        raise RenderError(f"{where}: {exc}") from exc
 
 
-def _parse_feature_gates(values: Sequence[str], start: frozenset[str] = frozenset()) -> frozenset[str]:
-    """`start` (the configuration's gates) with each `--feature-gates` setting applied in turn."""
-    enabled: set[str] = set(start)
+def _parse_feature_gates(values: Sequence[str], start: FeatureGates | None = None) -> frozenset[str]:
+    """The gates that are on: `start` (the configuration's) with each `--feature-gates` setting applied in
+    turn, parsed as the manager parses its flag (`runtime.features`)."""
+    gates = start or FeatureGates()
     for value in values:
-        for item in filter(None, (part.strip() for part in value.split(","))):
-            gate, sep, setting = (part.strip() for part in item.partition("="))
-            if not sep or not gate or setting not in _GO_TRUE | _GO_FALSE:
-                raise RenderError(f"--feature-gates: {elide(item)!r} is not NAME=true|false")
-            _check_gate(gate, "--feature-gates")
-            if setting in _GO_TRUE:
-                enabled.add(gate)
-            else:
-                enabled.discard(gate)
-    return frozenset(enabled)
+        try:
+            gates = gates.with_overrides(parse_feature_gates(value))
+        except FeatureGateError as exc:
+            raise RenderError(f"--feature-gates: {exc}") from exc
+    return gates.enabled_set()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -730,7 +705,7 @@ def _options(
         else:
             warn.append(f"CRDs not found at {crd_dir}: schema checks and defaults skipped (pass --crd-dir)")
     config: Mapping[str, Any] = {}
-    config_gates: frozenset[str] = frozenset()
+    config_gates: FeatureGates | None = None
     if args.config is not None:
         documents = load_documents(args.config, stdin=stdin)
         if len(documents) != 1:

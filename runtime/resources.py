@@ -23,10 +23,11 @@ Guarantees:
 - `pod_requests` follows the sidecar KEP formula: the sum of regular containers, plus restartable init
   containers (`restartPolicy: Always`) as sidecars, against the max of each ordinary init container (plus
   the sidecars started before it); pod-level `resources.requests` for cpu, memory and hugepages override
-  the container sum; `overhead` is added. Limits never count (upstream Q5: a GPU given only as a limit
-  contributes nothing to a PodGroup's `minResources`).
-- `gpu_count` is deterministic (fixes upstream Q11): resource names are read in sorted order, so when
-  several names contain "gpu" the same one wins on every run.
+  the container sum; `overhead` is added. Limits never count (as upstream's `SinglePodRequests`: a GPU
+  given only as a limit contributes nothing to a PodGroup's `minResources`).
+- `gpu_count` is deterministic (upstream takes the first name containing "gpu" in Go's random map order):
+  resource names are read in sorted order, so when several names contain "gpu" the same one wins on every
+  run.
 
 Deliberate differences from Go, each where Go writes a different value than it holds:
 - A DecimalSI value of 1e21 or more has no suffix; Go prints the mantissa alone (`1000E` → `1`, a

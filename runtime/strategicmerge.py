@@ -36,9 +36,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-import orjson
+from runtime.api.views import copy_json
 
 __all__ = [
     "JOBSET_SPEC",
@@ -119,16 +119,22 @@ RESOURCE_REQUIREMENTS = PatchMeta(fields={"claims": _merge_list("name")})
 `limits`/`requests` per resource name, `claims` by name."""
 
 
-def strategic_merge(original: Mapping[str, Any], patch: Mapping[str, Any], meta: PatchMeta) -> dict[str, Any]:
+def strategic_merge(
+    original: Mapping[str, Any], patch: Mapping[str, Any], meta: PatchMeta, *, in_place: bool = False
+) -> dict[str, Any]:
     """Apply a strategic merge patch to `original` and return the result (Go `StrategicMergeMapPatch`).
+
+    `in_place`: `original` is the caller's private document, merged into and returned (or replaced, by a
+    `$patch: replace` at the top), not copied first: patches applied one after another then copy the
+    document once, not once per patch. The patch is always copied.
 
     Raises `StrategicMergeError` for malformed patches (a merge-list item without its key, an unknown
     directive, mixed item types, ...).
     """
     # Go mutates both documents while merging; work on private copies so callers' objects stay intact.
-    work_original = orjson.loads(orjson.dumps(original))
-    work_patch = orjson.loads(orjson.dumps(patch))
-    return _merge_map(work_original, work_patch, meta)
+    work_original = original if in_place else copy_json(original)
+    work_patch = copy_json(patch)
+    return _merge_map(cast(dict[str, Any], work_original), work_patch, meta)
 
 
 def _is_map(value: object) -> bool:
@@ -270,9 +276,8 @@ def _merge_list_values(
     if not key:
         raise StrategicMergeError("cannot merge lists without merge key")
     original, patch = _merge_special_elements(original, patch, key)
-    merged = _merge_without_special_elements(original, patch, key, meta)
-    patch_items, server_only = _partition(merged, patch, key)
-    return _normalize_element_order(patch_items, server_only, patch, original, key)
+    merged, identities = _merge_without_special_elements(original, patch, key, meta)
+    return _normalize_keyed_order(merged, identities, patch, len(original), key)
 
 
 def _scalar_key(value: Any) -> tuple[str, Any]:
@@ -287,6 +292,8 @@ def json_key(value: Any) -> Hashable:
     becomes a frozen set of (key, stand-in) pairs and a list a tagged tuple, so a map and a list never
     meet, and every scalar stands for itself (JSON values hold no tuples). O(size of the value).
     """
+    if type(value) is str:  # the common merge key (a name), first
+        return value
     if isinstance(value, dict):
         return ("map", frozenset((k, json_key(v)) for k, v in value.items()))
     if isinstance(value, list):
@@ -393,7 +400,8 @@ class _KeyIndex:
         position = len(self._identities)
         identity = self._identity(item)
         self._identities.append(identity)
-        self._file(position, identity)
+        # The largest position filed yet: appending keeps its heap a heap, in O(1).
+        (self._keyless if identity is _KEYLESS else self._heaps.setdefault(identity, [])).append(position)
 
     def moved(self, position: int, item: Any) -> None:
         """The item at `position` was replaced by `item` (whose key may differ)."""
@@ -412,6 +420,11 @@ class _KeyIndex:
             heapq.heappop(heap)
         return None
 
+    @property
+    def identities(self) -> list[Any]:
+        """Each position's identity now (`_KEYLESS` for an item without the key)."""
+        return self._identities
+
     def first_keyless(self) -> int | None:
         """The lowest position whose item has no merge key (such an item never gets one back)."""
         return self._keyless[0] if self._keyless else None
@@ -419,8 +432,9 @@ class _KeyIndex:
 
 def _merge_without_special_elements(
     original: list[Any], patch: list[Any], key: str, meta: PatchMeta
-) -> list[Any]:
-    """Each patch item merged into the first item with its key, or appended (Go `mergeSlice`).
+) -> tuple[list[Any], list[Any]]:
+    """Each patch item merged into the first item with its key, or appended (Go `mergeSlice`); returns the
+    merged items and their identities (`_KeyIndex`), each computed once.
 
     As a search from the start would: an item without the merge key met before the match (or anywhere,
     when nothing matches) is an error naming it."""
@@ -438,23 +452,62 @@ def _merge_without_special_elements(
             _discard_nulls(item)
             merged.append(item)
             index.appended(item)
-    return merged
+    return merged, index.identities
 
 
-def _partition(merged: list[Any], patch: list[Any], key: str | None) -> tuple[list[Any], list[Any]]:
-    """Split merged items into (present in the patch, only in the original)."""
-    if key is None:
-        in_patch = {_scalar_key(v) for v in patch}
-        return (
-            [v for v in merged if _scalar_key(v) in in_patch],
-            [v for v in merged if _scalar_key(v) not in in_patch],
-        )
-    patch_keys = {json_key(_item_key(v, key)) for v in patch}
-    hits: list[Any] = []
-    rest: list[Any] = []
-    for item in merged:
-        (hits if json_key(_item_key(item, key)) in patch_keys else rest).append(item)
-    return hits, rest
+def _normalize_keyed_order(
+    merged: list[Any], identities: list[Any], patch: list[Any], originals: int, key: str
+) -> list[Any]:
+    """Go's order of a merged keyed list (`normalizeElementOrder`, then `mergeSortedSlice`), each item's
+    identity computed once: the items in the patch by their first position there, the others by their
+    first position among the first `originals` (the original's), interleaved.
+
+    Patch items never carry a directive here, so a merge changes no original item's object, only its
+    state: an item's position in the original's order is read with its identity after the merge, as
+    Go's lookups read it."""
+    patch_identities = [json_key(_item_key(item, key)) for item in patch]
+    for item, identity in zip(merged, identities, strict=True):
+        if identity is _KEYLESS:
+            _item_key(item, key)  # raises, naming it
+    in_patch: dict[Any, int] = {}
+    for position, identity in enumerate(patch_identities):
+        in_patch.setdefault(identity, position)
+    in_original: dict[Any, int] = {}
+    for position in range(originals):
+        in_original.setdefault(identities[position], position)
+    # (sort position, position in the original or -1, item); `$patch: delete` items go last, unsorted.
+    hits: list[tuple[int, int, Any]] = []
+    rest: list[tuple[int, int, Any]] = []
+    deleted_hits: list[tuple[int, int, Any]] = []
+    deleted_rest: list[tuple[int, int, Any]] = []
+    for item, identity in zip(merged, identities, strict=True):
+        at = in_original.get(identity, -1)
+        deleted = item.get(_DIRECTIVE) == "delete"
+        if identity in in_patch:
+            (deleted_hits if deleted else hits).append((in_patch[identity], at, item))
+        else:
+            (deleted_rest if deleted else rest).append((at, at, item))
+    hits.sort(key=_first)  # stable: ties keep the merged order
+    rest.sort(key=_first)
+    right, left = hits + deleted_hits, rest + deleted_rest
+    # Interleave: an original-only item goes before a patch item that came after it in the original.
+    result: list[Any] = []
+    i = j = 0
+    while i < len(left) and j < len(right):
+        left_at, right_at = left[i][1], right[j][1]
+        if left_at >= 0 and right_at >= 0 and left_at < right_at:
+            result.append(left[i][2])
+            i += 1
+        else:
+            result.append(right[j][2])
+            j += 1
+    result.extend(entry[2] for entry in left[i:])
+    result.extend(entry[2] for entry in right[j:])
+    return result
+
+
+def _first(entry: tuple[int, int, Any]) -> int:
+    return entry[0]
 
 
 def _index_fn(items: list[Any], key: str | None) -> Callable[[Any], int]:
@@ -473,27 +526,6 @@ def _identity(item: Any, key: str | None) -> Hashable:
     if key is None:
         return _scalar_key(item)
     return json_key(item.get(key)) if _is_map(item) else None
-
-
-def _normalize_element_order(
-    patch_items: list[Any],
-    server_only: list[Any],
-    patch_order: list[Any],
-    server_order: list[Any],
-    key: str | None,
-) -> list[Any]:
-    patch_items = _sort_by(patch_items, patch_order, key)
-    server_only = _sort_by(server_only, server_order, key)
-    return _merge_sorted(server_only, patch_items, server_order, key)
-
-
-def _sort_by(items: list[Any], order: list[Any], key: str | None) -> list[Any]:
-    index = _index_fn(order, key)
-    deleted = [i for i in items if _is_map(i) and i.get(_DIRECTIVE) == "delete"] if key else []
-    kept = [i for i in items if not (_is_map(i) and i.get(_DIRECTIVE) == "delete")] if key else list(items)
-    # Every kept item is found in `order` (it came from there), so a stable sort by position is Go's order.
-    kept.sort(key=index)
-    return kept + deleted
 
 
 def _merge_sorted(left: list[Any], right: list[Any], server_order: list[Any], key: str | None) -> list[Any]:

@@ -35,6 +35,9 @@ from hypothesis import settings
 settings.register_profile("project", deadline=None)
 settings.load_profile("project")
 
+# The shared test parts (test/support) hold assertions too: rewrite them as pytest does a test module's.
+pytest.register_assert_rewrite("support")
+
 # Threads started by libraries we do not own; everything else must be joined by the test that started it.
 _FOREIGN_PREFIXES = ("pydevd", "ThreadPoolExecutor", "asyncio", "Dummy-", "hypothesis", "process-reaper")
 

@@ -23,8 +23,8 @@ Start-up, in order:
    ``TrainJobStatus`` gate the status server (``controller.trainer.statusserver``: HTTPS on
    ``:statusServer.port`` resolved as the other addresses, the same certificates, its own client with
    ``statusServer.qps``/``burst``);
-4. :meth:`~controller.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second one
-   exits at once with status 1).
+4. :meth:`~controller.manager.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second
+   one exits at once with status 1).
 
 Exit status (also in ``--help`` and ``docs/configuration.md``):
 
@@ -52,14 +52,14 @@ from typing import Protocol, TextIO
 
 import structlog
 
-from controller.cache import Cache
-from controller.healthz import PING, Checker
+from controller.cache.informer_cache import Cache
 from controller.logging import configure as configure_logging
-from controller.manager import LeaderElectionLost, Manager, ManagerOptions
+from controller.manager.manager import LeaderElectionLost, Manager, ManagerOptions
+from controller.serving.healthz import PING, Checker
+from controller.serving.webhook import DEFAULT_CERT_DIR
 from controller.trainer.certificates import metrics_serving, setup_certificates
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
-from controller.trainer.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
-from controller.webhook import DEFAULT_CERT_DIR
+from runtime.features import TRAIN_JOB_STATUS, FeatureGateError, parse_feature_gates
 from trainer_controller_manager.flags import Flags, parse_flags
 from trainer_controller_manager.serving import Serving, ServingError, resolve_serving
 

@@ -17,7 +17,7 @@ through a kubeconfig, exactly as they would to any cluster; what it guarantees i
   waits), per-test namespace names, minimal CRDs for made-up kinds, loading ``hack/`` scripts.
 
 It talks to kube-apiserver with the standard library (``http.client`` + ``ssl``), not the ``kubernetes``
-package, which only ``controller.transport`` may import.
+package, which only ``controller.client.transport`` may import.
 """
 
 from __future__ import annotations

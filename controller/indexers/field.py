@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from controller.informers.store import IndexFunc
 
 if TYPE_CHECKING:
-    from controller.gvk import GVK
+    from controller.client.gvk import GVK
     from controller.informers.shared_informer import SharedIndexInformer
 
 ALL_NAMESPACES = "__all_namespaces"

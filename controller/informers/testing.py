@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller import errors
+from controller.client import errors
+from controller.client.object import Object, deep_copy
 from controller.informers.reflector import (
     ADDED,
     BOOKMARK,
@@ -41,14 +42,8 @@ from controller.informers.reflector import (
     WatchEvent,
 )
 from controller.informers.store import meta_namespace_key
-from controller.object import Object, deep_copy
 
 _CLOSE = object()
-
-
-def _copy(obj: Mapping[str, Any]) -> Object:
-    out: Object = deep_copy(obj)
-    return out
 
 
 class FakeWatcher:
@@ -189,7 +184,7 @@ class FakeListerWatcher:
         return self._change(DELETED, current if current is not None else obj)
 
     def _change(self, event_type: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-        stored = _copy(obj)
+        stored: Object = deep_copy(obj)
         with self._cond:
             self._rv += 1
             stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
@@ -200,9 +195,10 @@ class FakeListerWatcher:
                 self._items[key] = stored
             self._history.append((self._rv, event_type, stored))
             for w, _ in self._live_watchers_locked():
-                w.action(event_type, _copy(stored))
+                w.action(event_type, deep_copy(stored))
             self._cond.notify_all()
-        return _copy(stored)
+        copy: Object = deep_copy(stored)
+        return copy
 
     def bookmark(self) -> str:
         """Send a BOOKMARK at the current resourceVersion to every open watch that allows bookmarks."""
@@ -241,7 +237,7 @@ class FakeListerWatcher:
     def items(self) -> builtins.list[dict[str, Any]]:
         """Copies of the current objects, sorted by key."""
         with self._cond:
-            return [_copy(self._items[k]) for k in sorted(self._items)]
+            return [deep_copy(self._items[k]) for k in sorted(self._items)]
 
     # --- ListerWatcher -----------------------------------------------------------------------------------
 
@@ -286,7 +282,7 @@ class FakeListerWatcher:
                 page = snapshot[offset : offset + limit]
                 self._snapshots[snap_rv] = snapshot
                 token = f"{snap_rv}:{offset + limit}"
-            return ListPage([_copy(o) for o in page], str(snap_rv), token)
+            return ListPage([deep_copy(o) for o in page], str(snap_rv), token)
 
     def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> FakeWatcher:
         with self._cond:
@@ -303,7 +299,7 @@ class FakeListerWatcher:
             w = FakeWatcher()
             if resource_version in ("", "0"):
                 for key in sorted(self._items):
-                    w.add(_copy(self._items[key]))
+                    w.add(deep_copy(self._items[key]))
             else:
                 since = int(resource_version)
                 if since < self._compacted:
@@ -321,7 +317,7 @@ class FakeListerWatcher:
                     return w
                 for rv, event_type, obj in self._history:
                     if rv > since:
-                        w.action(event_type, _copy(obj))
+                        w.action(event_type, deep_copy(obj))
             self._watchers.append((w, allow_bookmarks))
             return w
 

@@ -9,8 +9,9 @@ Read top-down:
 - `runtime_controller`: the TrainingRuntime and ClusterTrainingRuntime reconcilers (strip the legacy
   finalizer).
 - `reader`: the runtime pipeline's `Reader` over the informer cache, with live reads where a
-  label-narrowed cache cannot prove absence; and the overlay of objects applied in this reconcile.
-- `apply`: merge patches, and which applies can be skipped because they would change nothing.
+  label-narrowed cache cannot prove absence.
+- `apply`: the `Applier` (skip the applies that would change nothing, apply, record what was applied, and
+  the overlay of objects applied in this reconcile) and merge patches.
 - `indexers`: TrainJobs by the runtime they reference.
 - `kinds`: the `GVK`s the controllers use.
 - `config`, `features`: the manager's `Configuration` file and feature gates (upstream

@@ -1,5 +1,6 @@
-"""How the TrainJob controller writes: server-side apply in order, skipping applies that cannot change
-anything, and a JSON merge patch for status.
+"""How the TrainJob controller writes its objects: one `Applier` skips the applies that cannot change
+anything, server-side applies the rest in order, and records what it applied; and the JSON merge patch of
+the status.
 
 Go origin: the write half of kubeflow/trainer's `reconcileObjects` (`r.client.Apply(ctx, obj,
 client.FieldOwner("trainer"), client.ForceOwnership)` for each object in order) and the status write
@@ -12,15 +13,28 @@ Guarantees:
   controller-runtime's `client.MergeFrom` does (so `conditions` and `jobsStatus` are replaced whole).
 - `contains(desired, live)`: every field `desired` sets has that value in `live` (dicts by key, lists item by
   item with equal lengths, scalars by equality; an empty dict or list is contained in an absent field).
-- `AppliedBodies` skips an apply only when it provably changes nothing: the body is byte-for-byte the one
-  this process last applied to that object (so the fields the `trainer` manager owns are exactly the ones in
-  the body: nothing would be released) **and** the live object still `contains` it (so no field of ours was
-  changed by someone else, and the object exists). Anything else is applied. After a restart nothing is
-  remembered, so the first reconcile applies whatever the pipeline returns (upstream applies it every time).
-  Memory: one 16-byte digest per applied object, dropped with its TrainJob (`forget`).
-- `start(owner)` marks a TrainJob this process has begun writing for (before the first apply, whatever its
-  outcome); `started(owner)` tells, until `forget`. The reconciler trusts cache misses only for a TrainJob
-  nothing has begun writing for.
+- `Applier` lives as long as the process and remembers, per TrainJob, a digest of the body it last applied
+  to each object. `Applier.for_reconcile` hands one reconcile an `AppliedObjects`: the runtime pipeline's
+  `Reader` for that reconcile, whose `apply(body)` does the three steps of one apply:
+  1. **skip** when the apply provably changes nothing: the body is byte-for-byte the one this process last
+     applied to that object (so the fields the `trainer` manager owns are exactly the ones in the body:
+     nothing would be released) **and** the object it reads still `contains` it (so no field of ours was
+     changed by someone else, and the object exists);
+  2. **apply** otherwise (server-side, forced, as the applier's field manager);
+  3. **record** what was applied: the body's digest for later reconciles, and the API server's reply for
+     the rest of this one. Its `get` answers with the objects just applied, so the status step of the same
+     reconcile sees the JobSet it has just created, where upstream reads a cache that has not yet seen it
+     and fails about one reconcile in three during a burst (a NotFound error and a requeue). Lists are not
+     overlaid (nothing in the status step lists what it applied).
+  After a restart nothing is remembered, so the first reconcile applies whatever the pipeline returns
+  (upstream applies it every time). Memory: one 16-byte digest per applied object, dropped with its
+  TrainJob (`forget`).
+- `apply` tells `Applied.CREATED` for the first apply of a JobSet this process makes for a TrainJob while the
+  reader has none (so a TrainJob counts once, even when a second reconcile comes before the informer has
+  seen the JobSet). Other kinds are never told apart: finding out would cost a read (a live GET for a kind
+  whose cache holds only labelled objects).
+- `started(owner)`: this process has begun writing for a TrainJob (an apply attempted, whatever its outcome),
+  until `forget`. The reconciler trusts cache misses only for a TrainJob nothing has begun writing for.
 
 Deliberately missing: reading `managedFields` to skip the first apply after a restart (the cache strips
 them to save memory), and any client-side merge: the API server is the only merger.
@@ -28,28 +42,22 @@ them to save memory), and any client-side merge: the API server is the only merg
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
-__all__ = ["AppliedBodies", "ObjectKey", "contains", "merge_patch", "object_key"]
+from controller.client.interfaces import Writer
+from controller.trainer.kinds import JOBSET
+from runtime.framework import ObjectKey, Reader, object_key
 
-ObjectKey = tuple[str, str, str, str]
-"""(apiVersion, kind, namespace, name) of an object."""
+__all__ = ["Applied", "AppliedObjects", "Applier", "contains", "merge_patch"]
 
-
-def object_key(obj: Mapping[str, Any]) -> ObjectKey:
-    """The `ObjectKey` an object declares."""
-    metadata = obj.get("metadata") or {}
-    return (
-        str(obj.get("apiVersion", "")),
-        str(obj.get("kind", "")),
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name") or ""),
-    )
+Owner = tuple[str, str]
+"""(namespace, name) of the TrainJob the objects are applied for."""
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,53 +98,68 @@ def _digest(body: Mapping[str, Any]) -> bytes:
     return hashlib.blake2b(orjson.dumps(body, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
-class AppliedBodies:
-    """What this process last applied to each object, per TrainJob, to skip applies that change nothing.
+class Applied(enum.Enum):
+    """What `AppliedObjects.apply` did with a body."""
+
+    UNCHANGED = "unchanged"
+    """Skipped: the body this process last applied, still in place."""
+    APPLIED = "applied"
+    """Server-side applied."""
+    CREATED = "created"
+    """Server-side applied, the first JobSet of its TrainJob (see the module docstring)."""
+
+
+class Applier:
+    """Skips, applies and records the objects of every TrainJob, for the life of the process.
 
     Thread-safe: workers of one controller never share a TrainJob, but they share this record.
     """
 
-    __slots__ = ("_bodies", "_lock")
+    __slots__ = ("_bodies", "_field_manager", "_lock", "_writer")
 
-    def __init__(self) -> None:
+    def __init__(self, writer: Writer, *, field_manager: str) -> None:
+        self._writer = writer
+        self._field_manager = field_manager
         self._lock = threading.Lock()
         # (namespace, trainjob) → object key → digest of the body last applied. Guarded by _lock.
-        self._bodies: dict[tuple[str, str], dict[ObjectKey, bytes]] = {}
+        self._bodies: dict[Owner, dict[ObjectKey, bytes]] = {}
 
-    def same_body(self, owner: tuple[str, str], body: Mapping[str, Any]) -> bool:
-        """Whether `body` is byte-for-byte what this process last applied to that object for `owner`.
+    def for_reconcile(self, owner: Owner, reader: Reader) -> AppliedObjects:
+        """The applies of one reconcile of `owner`, reading through `reader`."""
+        return AppliedObjects(self, owner, reader)
 
-        Skip the apply only if, in addition, the live object still `contains` it.
-        """
+    def same_body(self, owner: Owner, body: Mapping[str, Any]) -> bool:
+        """Whether `body` is byte-for-byte what this process last applied to that object for `owner` (the
+        first half of the skip; the second is that the live object still `contains` it)."""
         with self._lock:
             last = self._bodies.get(owner, {}).get(object_key(body))
         return last is not None and last == _digest(body)
 
-    def has_applied(self, owner: tuple[str, str], body: Mapping[str, Any]) -> bool:
-        """Whether this process has applied any body to that object for `owner` (since it last forgot it)."""
-        with self._lock:
-            return object_key(body) in self._bodies.get(owner, {})
-
-    def start(self, owner: tuple[str, str]) -> None:
-        """Remember that this process is about to write for `owner` (kept until `forget`)."""
-        with self._lock:
-            self._bodies.setdefault(owner, {})
-
-    def started(self, owner: tuple[str, str]) -> bool:
+    def started(self, owner: Owner) -> bool:
         """Whether this process has begun writing for `owner` (an apply attempted, whatever its outcome)."""
         with self._lock:
             return owner in self._bodies
 
-    def record(self, owner: tuple[str, str], body: Mapping[str, Any]) -> None:
-        """Remember that `body` was just applied successfully."""
-        digest = _digest(body)
-        with self._lock:
-            self._bodies.setdefault(owner, {})[object_key(body)] = digest
-
-    def forget(self, owner: tuple[str, str]) -> None:
+    def forget(self, owner: Owner) -> None:
         """Drop everything remembered for a TrainJob (it is gone, or finished)."""
         with self._lock:
             self._bodies.pop(owner, None)
+
+    def _start(self, owner: Owner) -> None:
+        with self._lock:
+            self._bodies.setdefault(owner, {})
+
+    def _has_applied(self, owner: Owner, body: Mapping[str, Any]) -> bool:
+        with self._lock:
+            return object_key(body) in self._bodies.get(owner, {})
+
+    def _apply(self, owner: Owner, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Server-side apply `body` and remember its digest; the API server's reply."""
+        result = self._writer.apply(body, self._field_manager, force=True)
+        digest = _digest(body)
+        with self._lock:
+            self._bodies.setdefault(owner, {})[object_key(body)] = digest
+        return result
 
     def __len__(self) -> int:
         with self._lock:
@@ -144,4 +167,58 @@ class AppliedBodies:
 
     def __repr__(self) -> str:
         with self._lock:
-            return f"<AppliedBodies trainjobs={len(self._bodies)}>"
+            return f"<Applier {self._field_manager} trainjobs={len(self._bodies)}>"
+
+
+class AppliedObjects:
+    """One reconcile's applies for one TrainJob, and the `Reader` that sees them: `get` answers with the
+    objects applied so far (the API server's replies) and asks the base reader otherwise."""
+
+    __slots__ = ("_applied", "_applier", "_base", "_owner")
+
+    def __init__(self, applier: Applier, owner: Owner, base: Reader) -> None:
+        self._applier = applier
+        self._owner = owner
+        self._base = base
+        self._applied: dict[ObjectKey, Mapping[str, Any]] = {}
+
+    def apply(self, body: Mapping[str, Any]) -> Applied:
+        """Skip `body` when applying it changes nothing, else apply it and record the reply; raises what
+        the apply raised (nothing is recorded then, but the TrainJob counts as `started`)."""
+        owner, applier = self._owner, self._applier
+        applier._start(owner)
+        metadata = body.get("metadata") or {}
+        api_version, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))
+        name, namespace = str(metadata.get("name", "")), metadata.get("namespace")
+        if applier.same_body(owner, body) and contains(body, self.get(api_version, kind, name, namespace)):
+            return Applied.UNCHANGED
+        created = (
+            api_version == JOBSET.api_version
+            and kind == JOBSET.kind
+            and not applier._has_applied(owner, body)
+            and self.get(api_version, kind, name, namespace) is None
+        )
+        result = applier._apply(owner, body)
+        self._applied[object_key(result)] = result
+        return Applied.CREATED if created else Applied.APPLIED
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        found = self._applied.get((api_version, kind, namespace or "", name))
+        if found is not None:
+            return found
+        return self._base.get(api_version, kind, name, namespace)
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        return self._base.list(api_version, kind, namespace, labels)
+
+    def __repr__(self) -> str:
+        namespace, name = self._owner
+        return f"<AppliedObjects {namespace}/{name} applied={len(self._applied)} over {self._base!r}>"

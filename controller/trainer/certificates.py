@@ -9,15 +9,15 @@ adds controller-runtime's ``WithAuthenticationAndAuthorization``) and the ``read
 ``cmd/trainer-controller-manager/main.go`` ("certificates are not ready").
 
 - :func:`setup_certificates`: with ``certManagement.enable``, adds a
-  :class:`~controller.certs.rotator.CertRotator` (every replica) for the Secret in the operator namespace,
-  writing ``<cert_dir>/tls.crt``, ``tls.key`` and ``ca.crt`` and injecting the ``caBundle`` of
+  :class:`~controller.serving.certs.rotator.CertRotator` (every replica) for the Secret in the operator
+  namespace, writing ``<cert_dir>/tls.crt``, ``tls.key`` and ``ca.crt`` and injecting the ``caBundle`` of
   ``validator.trainer.kubeflow.org`` and ``defaulter.trainer.kubeflow.org``; without it, only watches
   ``cert_dir`` for files provided by someone else. Either way adds the readiness check ``certificates``,
   failing with "certificates are not ready" until a certificate is in place.
-- :func:`metrics_serving`: the :class:`~controller.manager.ManagerOptions` fields for ``/metrics``:
-  HTTPS from ``cert_dir`` (a :class:`~controller.certwatcher.CertWatcher`: rotated certificates are served
-  from the next connection) with the ``tls`` options when ``metrics.secureServing``, and the TokenReview /
-  SubjectAccessReview filter when ``metrics.auth.enabled``.
+- :func:`metrics_serving`: the :class:`~controller.manager.manager.ManagerOptions` fields for ``/metrics``:
+  HTTPS from ``cert_dir`` (a :class:`~controller.serving.certwatcher.CertWatcher`: rotated certificates are
+  served from the next connection) with the ``tls`` options when ``metrics.secureServing``, and the
+  TokenReview / SubjectAccessReview filter when ``metrics.auth.enabled``.
 
 Deliberately different from upstream: the controllers and webhooks are not held back until the
 certificates are ready (the servers refuse connections until then, and readiness says so); the metrics
@@ -34,16 +34,16 @@ from typing import Any
 
 import structlog
 
-from controller.certs.rotator import CertRotator, RotatorOptions, WebhookConfigurationRef
-from controller.certwatcher import CertWatcher
-from controller.client import Client
+from controller.client.client import Client
 from controller.clock import Clock
-from controller.healthz import App
-from controller.manager import Manager
-from controller.metricsauth import authentication_and_authorization
-from controller.tlsconfig import TLSOptions
+from controller.manager.manager import Manager
+from controller.serving.app import App
+from controller.serving.certs.rotator import CertRotator, RotatorOptions, WebhookConfigurationRef
+from controller.serving.certwatcher import CertWatcher
+from controller.serving.filters import authentication_and_authorization
+from controller.serving.tlsconfig import TLSOptions
+from controller.serving.webhook import DEFAULT_CERT_DIR
 from controller.trainer.config import Configuration
-from controller.webhook import DEFAULT_CERT_DIR
 
 __all__ = [
     "CA_NAME",
@@ -141,8 +141,8 @@ def setup_certificates(
 def metrics_serving(
     config: Configuration, *, cert_dir: Path = DEFAULT_CERT_DIR, clock: Clock | None = None
 ) -> dict[str, Any]:
-    """``metrics_tls_context`` and ``metrics_filter_provider`` for :class:`~controller.manager.ManagerOptions`
-    (see the module doc)."""
+    """``metrics_tls_context`` and ``metrics_filter_provider`` for
+    :class:`~controller.manager.manager.ManagerOptions` (see the module doc)."""
     cert_dir = Path(cert_dir)
     tls_context: Callable[[], ssl.SSLContext] | None = None
     if config.metrics.secure_serving:

@@ -52,8 +52,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from controller import tlsconfig
-from controller.trainer.features import FeatureGateError, FeatureGates
+from controller.serving import tlsconfig
+from runtime.features import FeatureGateError, FeatureGates
+from runtime.framework.validation import ErrorType, FieldError
 
 __all__ = [
     "API_VERSION",
@@ -66,7 +67,6 @@ __all__ = [
     "ControllerHealth",
     "ControllerMetrics",
     "ControllerWebhook",
-    "FieldError",
     "LeaderElectionConfiguration",
     "StatusServer",
     "TLSOptions",
@@ -88,30 +88,30 @@ _JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor: renewDeadline mus
 # --- errors ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FieldError:
-    """One problem at one field: ``field`` is the path as written in the file (``webhook.port``)."""
+def _invalid(path: str, message: str) -> FieldError:
+    """An invalid value at ``path``, the field as written in the file (``webhook.port``; ``""`` for the
+    whole file)."""
+    return FieldError(path=path, type=ErrorType.INVALID, message=message)
 
-    field: str
-    message: str
 
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}" if self.field else self.message
+def _line(error: FieldError) -> str:
+    return f"{error.path}: {error.message}" if error.path else error.message
 
 
 class ConfigurationError(ValueError):
     """The configuration cannot be used. ``field`` names the first bad field (``""`` for the whole file),
-    ``errors`` lists every problem found, ``source`` is the file (None for the built-in defaults)."""
+    ``errors`` lists every problem found (field errors, each reported as ``path: message``), ``source`` is
+    the file (None for the built-in defaults)."""
 
     def __init__(self, errors: list[FieldError] | FieldError, *, source: Path | None = None) -> None:
         self.errors: tuple[FieldError, ...] = tuple(errors) if isinstance(errors, list) else (errors,)
         self.source = source
         where = f" {source}" if source is not None else ""
-        super().__init__(f"invalid configuration{where}: " + "; ".join(map(str, self.errors)))
+        super().__init__(f"invalid configuration{where}: " + "; ".join(map(_line, self.errors)))
 
     @property
     def field(self) -> str:
-        return self.errors[0].field if self.errors else ""
+        return self.errors[0].path if self.errors else ""
 
 
 # --- the types ---------------------------------------------------------------------------------------------
@@ -203,7 +203,8 @@ class StatusServer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TLSOptions:
-    """``tls``: options of the HTTPS servers (``controller.tlsconfig.TLSOptions`` applies them). Empty means
+    """``tls``: options of the HTTPS servers (``controller.serving.tlsconfig.TLSOptions`` applies them). Empty
+    means
     unset (upstream's defaults)."""
 
     min_version: str = ""
@@ -362,7 +363,7 @@ class _Section:
         if value is None:
             value = {}
         if not isinstance(value, Mapping):
-            raise ConfigurationError(FieldError(path or "<root>", f"must be an object, got {_show(value)}"))
+            raise ConfigurationError(_invalid(path or "<root>", f"must be an object, got {_show(value)}"))
         self._data: Mapping[Any, Any] = value
         self._read: set[str] = set()
 
@@ -386,7 +387,7 @@ class _Section:
     def done(self) -> None:
         for key in self._data:
             if key not in self._read:
-                raise ConfigurationError(FieldError(self._child(str(key)), "unknown field"))
+                raise ConfigurationError(_invalid(self._child(str(key)), "unknown field"))
 
 
 def _show(value: Any) -> str:
@@ -394,14 +395,14 @@ def _show(value: Any) -> str:
 
 
 def _wrong(path: str, expected: str, value: Any) -> ConfigurationError:
-    return ConfigurationError(FieldError(path, f"must be {expected}, got {_show(value)}"))
+    return ConfigurationError(_invalid(path, f"must be {expected}, got {_show(value)}"))
 
 
 def _int32(path: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _wrong(path, "an integer", value)
     if not -(2**31) <= value <= _INT32_MAX:
-        raise ConfigurationError(FieldError(path, f"{value} does not fit in a 32-bit integer"))
+        raise ConfigurationError(_invalid(path, f"{value} does not fit in a 32-bit integer"))
     return value
 
 
@@ -429,7 +430,7 @@ def _duration(path: str, value: Any) -> float:
     try:
         return parse_duration(value)
     except ValueError as exc:
-        raise ConfigurationError(FieldError(path, str(exc))) from exc
+        raise ConfigurationError(_invalid(path, str(exc))) from exc
 
 
 def _strings(path: str, value: Any) -> tuple[str, ...]:
@@ -447,7 +448,7 @@ def _map_of(kind: Callable[[str, Any], T]) -> Callable[[str, Any], dict[str, T]]
             if not isinstance(key, str):
                 raise _wrong(f"{path}[{key}]", "a string key", key)
             if item is None:
-                raise ConfigurationError(FieldError(f"{path}[{key}]", "must have a value"))
+                raise ConfigurationError(_invalid(f"{path}[{key}]", "must have a value"))
             out[key] = kind(f"{path}[{key}]", item)
         return out
 
@@ -458,9 +459,9 @@ def _decode(document: Any) -> Configuration:
     root = _Section("", document)
     api_version, kind = root.raw("apiVersion"), root.raw("kind")
     if api_version != API_VERSION:
-        raise ConfigurationError(FieldError("apiVersion", f"must be {API_VERSION!r}, got {api_version!r}"))
+        raise ConfigurationError(_invalid("apiVersion", f"must be {API_VERSION!r}, got {api_version!r}"))
     if kind != KIND:
-        raise ConfigurationError(FieldError("kind", f"must be {KIND!r}, got {kind!r}"))
+        raise ConfigurationError(_invalid("kind", f"must be {KIND!r}, got {kind!r}"))
 
     s = root.section("webhook")
     webhook = ControllerWebhook(port=s.get("port", _int32, 9443), host=s.get("host", _string, ""))
@@ -538,7 +539,7 @@ def _decode(document: Any) -> Configuration:
     try:
         feature_gates = FeatureGates(gates)
     except FeatureGateError as exc:
-        errors.append(FieldError("featureGates", str(exc)))
+        errors.append(_invalid("featureGates", str(exc)))
         feature_gates = FeatureGates()
     config = Configuration(
         webhook=webhook,
@@ -563,12 +564,12 @@ def _decode(document: Any) -> Configuration:
 
 def _check_port(errors: list[FieldError], path: str, port: int) -> None:
     if not 1 <= port <= 65535:
-        errors.append(FieldError(path, f"must be between 1 and 65535, got {port}"))
+        errors.append(_invalid(path, f"must be between 1 and 65535, got {port}"))
 
 
 def _check_not_negative(errors: list[FieldError], path: str, value: float) -> None:
     if value < 0:
-        errors.append(FieldError(path, f"must be greater than or equal to 0, got {value:g}"))
+        errors.append(_invalid(path, f"must be greater than or equal to 0, got {value:g}"))
 
 
 def _check_bind_address(errors: list[FieldError], path: str, address: str) -> None:
@@ -576,12 +577,12 @@ def _check_bind_address(errors: list[FieldError], path: str, address: str) -> No
         return
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535 or (":" in host and not host.startswith("[")):
-        errors.append(FieldError(path, f'must be "host:port", ":port" or "0" (off), got {address!r}'))
+        errors.append(_invalid(path, f'must be "host:port", ":port" or "0" (off), got {address!r}'))
 
 
 def _check_length(errors: list[FieldError], path: str, value: str, limit: int) -> None:
     if len(value) > limit:
-        errors.append(FieldError(path, f"must be at most {limit} characters, got {len(value)}"))
+        errors.append(_invalid(path, f"must be at most {limit} characters, got {len(value)}"))
 
 
 def _validate(config: Configuration) -> list[FieldError]:
@@ -596,7 +597,7 @@ def _validate(config: Configuration) -> list[FieldError]:
     for group_kind, workers in config.controller.group_kind_concurrency.items():
         if workers < 1:
             errors.append(
-                FieldError(
+                _invalid(
                     f"controller.groupKindConcurrency[{group_kind}]", f"must be greater than 0, got {workers}"
                 )
             )
@@ -607,32 +608,30 @@ def _validate(config: Configuration) -> list[FieldError]:
     if le is not None:
         if le.resource_lock != "leases":
             errors.append(
-                FieldError("leaderElection.resourceLock", f'must be "leases", got {le.resource_lock!r}')
+                _invalid("leaderElection.resourceLock", f'must be "leases", got {le.resource_lock!r}')
             )
         if le.lease_duration <= le.renew_deadline:
             errors.append(
-                FieldError(
-                    "leaderElection.leaseDuration", "must be greater than leaderElection.renewDeadline"
-                )
+                _invalid("leaderElection.leaseDuration", "must be greater than leaderElection.renewDeadline")
             )
         if le.renew_deadline <= _JITTER_FACTOR * le.retry_period:
             errors.append(
-                FieldError(
+                _invalid(
                     "leaderElection.renewDeadline",
                     f"must be greater than {_JITTER_FACTOR} x leaderElection.retryPeriod",
                 )
             )
         if le.retry_period <= 0:
-            errors.append(FieldError("leaderElection.retryPeriod", "must be greater than 0"))
+            errors.append(_invalid("leaderElection.retryPeriod", "must be greater than 0"))
     problem = tlsconfig.min_version_problem(config.tls.min_version)
     if problem:
-        errors.append(FieldError("tls.minVersion", problem))
+        errors.append(_invalid("tls.minVersion", problem))
     for path, items, max_items, max_len in (
         ("tls.cipherSuites", config.tls.cipher_suites, 100, 100),
         ("tls.nextProtos", config.tls.next_protos, 10, 32),
     ):
         if len(items) > max_items:
-            errors.append(FieldError(path, f"must have at most {max_items} items, got {len(items)}"))
+            errors.append(_invalid(path, f"must have at most {max_items} items, got {len(items)}"))
         for i, item in enumerate(items):
             _check_length(errors, f"{path}[{i}]", item, max_len)
     return errors
@@ -646,10 +645,10 @@ def parse_configuration(text: str, *, source: Path | None = None) -> Configurati
     try:
         documents = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
     except yaml.YAMLError as exc:
-        raise ConfigurationError(FieldError("", f"not valid YAML: {exc}"), source=source) from exc
+        raise ConfigurationError(_invalid("", f"not valid YAML: {exc}"), source=source) from exc
     if len(documents) != 1:
         raise ConfigurationError(
-            FieldError("", f"must hold exactly one document, found {len(documents)}"), source=source
+            _invalid("", f"must hold exactly one document, found {len(documents)}"), source=source
         )
     try:
         return _decode(documents[0])
@@ -664,5 +663,5 @@ def load_configuration(path: Path | None) -> Configuration:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigurationError(FieldError("", f"cannot read the file: {exc}"), source=path) from exc
+        raise ConfigurationError(_invalid("", f"cannot read the file: {exc}"), source=path) from exc
     return parse_configuration(text, source=path)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.cache import InformerCache
+from controller.cache.informer_cache import InformerCache
 from controller.indexers import index_field
 from controller.trainer.kinds import TRAINJOB
 from runtime.api import constants

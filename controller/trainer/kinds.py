@@ -9,7 +9,7 @@ values `controller/` speaks.
 
 from __future__ import annotations
 
-from controller.gvk import GVK
+from controller.client.gvk import GVK
 from runtime.api import constants
 
 __all__ = [

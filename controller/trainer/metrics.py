@@ -6,7 +6,8 @@ buckets, queries) and the tests assert the exposition it describes.
 
 - ``kubeflow_trainer_trainjobs{state}`` (gauge): TrainJobs by state, computed at scrape time by
   :class:`TrainJobStateCollector` from the informer cache (no API call, no bookkeeping on the reconcile path,
-  so it cannot drift). Every state in :data:`STATES` is exported, zero included.
+  so it cannot drift). Every state in :data:`STATES` is exported, zero included; :class:`TrainJobStateMetrics`
+  registers it while the manager runs.
 - ``kubeflow_trainer_trainjob_jobset_creation_seconds`` (histogram, :data:`JOBSET_CREATION_BUCKETS`): from
   a TrainJob's ``creationTimestamp`` to the first apply of its JobSet (:func:`observe_jobset_created`).
 - ``kubeflow_trainer_reconcile_failures_total{reason}`` (counter): failed TrainJob reconciles by
@@ -34,6 +35,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from controller import metrics
+from controller.cache.informer_cache import CacheNotStarted, InformerCache
+from controller.trainer.kinds import TRAINJOB
 
 __all__ = [
     "JOBSET_CREATION_BUCKETS",
@@ -53,6 +56,7 @@ __all__ = [
     "STATE_RUNNING",
     "STATE_SUSPENDED",
     "TrainJobStateCollector",
+    "TrainJobStateMetrics",
     "count_reconcile_failure",
     "observe_jobset_created",
     "register_state_collector",
@@ -166,6 +170,38 @@ def unregister_state_collector(collector: TrainJobStateCollector) -> None:
     """Removes ``collector`` from the registry; the gauge disappears from the exposition."""
     with _registered_lock:
         metrics.REGISTRY.unregister(collector)
+
+
+class TrainJobStateMetrics:
+    """Registers the `kubeflow_trainer_trainjobs` collector while the manager runs (a `Runnable`)."""
+
+    name = "trainjob-state-metrics"
+
+    def __init__(self, cache: InformerCache) -> None:
+        self._cache = cache
+        self._lock = threading.Lock()
+        self._collector: TrainJobStateCollector | None = None
+
+    def _list(self) -> list[dict[str, Any]]:
+        try:
+            return self._cache.list(TRAINJOB)
+        except CacheNotStarted:
+            return []
+
+    def start(self, stop: threading.Event) -> None:
+        with self._lock:
+            if self._collector is None:
+                self._collector = register_state_collector(self._list)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            if self._collector is not None:
+                unregister_state_collector(self._collector)
+                self._collector = None
+        return True
+
+    def need_leader_election(self) -> bool:
+        return False
 
 
 # --- time to the JobSet ------------------------------------------------------------------------------------

@@ -25,11 +25,6 @@ Guarantees (the contract of `runtime.framework.Reader`):
   `ReadError`, with its cause chained.
 - `list` results come sorted by namespace and name.
 
-`AppliedObjects` is a `Reader` laid over another: it answers with the objects a reconcile has just applied
-(the API server's replies), so the status step of the same reconcile sees the JobSet it has just created,
-where upstream reads a cache that has not yet seen it and fails about one reconcile in three during a burst
-(a NotFound error and a requeue).
-
 Deliberately missing: field selectors and set-based label selectors (the `Reader` protocol has neither).
 """
 
@@ -38,14 +33,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from controller.cache import CacheNotStarted, InformerCache
-from controller.client import Client
-from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
-from controller.gvk import GVK
+from controller.cache.informer_cache import CacheNotStarted
+from controller.client.errors import ApiError, NoKindMatch, NotFound, TransportError
+from controller.client.gvk import GVK
+from controller.client.interfaces import APIReader, CachedReader
 from controller.trainer.kinds import gvk_of
-from runtime.framework import Reader, ReadError
+from runtime.framework import ReadError
 
-__all__ = ["AppliedObjects", "CacheReader"]
+__all__ = ["CacheReader"]
 
 _READ_FAILURES = (ApiError, TransportError, NoKindMatch, CacheNotStarted, ValueError)
 
@@ -72,8 +67,8 @@ class CacheReader:
 
     def __init__(
         self,
-        cache: InformerCache,
-        client: Client,
+        cache: CachedReader,
+        client: APIReader,
         *,
         cached: Collection[GVK],
         narrowed: Collection[GVK] = (),
@@ -124,51 +119,3 @@ class CacheReader:
     def __repr__(self) -> str:
         kinds = sorted(str(g.kind) for g in self._cached)
         return f"<CacheReader cached={kinds} narrowed={sorted(str(g.kind) for g in self._narrowed)}>"
-
-
-def _key(api_version: str, kind: str, namespace: str | None, name: str) -> tuple[str, str, str, str]:
-    return (api_version, kind, namespace or "", name)
-
-
-class AppliedObjects:
-    """A `Reader` that answers with the objects applied during this reconcile, and asks `base` otherwise.
-
-    Lists are not overlaid (nothing in the status step lists what it applied); `get` is.
-    """
-
-    __slots__ = ("_applied", "_base")
-
-    def __init__(self, base: Reader) -> None:
-        self._base = base
-        self._applied: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
-
-    def record(self, obj: Mapping[str, Any]) -> None:
-        """Remember an object as the API server returned it from an apply or a create."""
-        metadata = obj.get("metadata") or {}
-        key = _key(
-            str(obj.get("apiVersion", "")),
-            str(obj.get("kind", "")),
-            metadata.get("namespace"),
-            str(metadata.get("name", "")),
-        )
-        self._applied[key] = obj
-
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> Mapping[str, Any] | None:
-        found = self._applied.get(_key(api_version, kind, namespace, name))
-        if found is not None:
-            return found
-        return self._base.get(api_version, kind, name, namespace)
-
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Sequence[Mapping[str, Any]]:
-        return self._base.list(api_version, kind, namespace, labels)
-
-    def __repr__(self) -> str:
-        return f"<AppliedObjects applied={len(self._applied)} over {self._base!r}>"

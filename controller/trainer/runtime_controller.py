@@ -16,11 +16,10 @@ Deliberately missing: the deletion protection of Trainer ≤ v2.2 (adding the fi
 
 from __future__ import annotations
 
-from controller.cache import InformerCache
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
-from controller.reconcile import DONE, Request, Result
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
+from controller.client.interfaces import Reader, Writer
+from controller.controller.reconcile import DONE, Request, Result
 from runtime.api import constants
 
 __all__ = [
@@ -38,7 +37,7 @@ class RuntimeFinalizerReconciler:
 
     __slots__ = ("_cache", "_client", "gvk")
 
-    def __init__(self, gvk: GVK, *, cache: InformerCache, client: Client) -> None:
+    def __init__(self, gvk: GVK, *, cache: Reader, client: Writer) -> None:
         self.gvk = gvk
         self._cache = cache
         self._client = client
@@ -55,7 +54,7 @@ class RuntimeFinalizerReconciler:
         kept = [f for f in finalizers if f != constants.RESOURCE_IN_USE_FINALIZER]
         patch = {"metadata": {"finalizers": kept or None, "resourceVersion": metadata.get("resourceVersion")}}
         try:
-            self._client.patch(self.gvk, request.name, patch, request.namespace or None, patch_type="merge")
+            self._client.patch(self.gvk, request.name, patch, request.namespace or None)
         except NotFound:
             return DONE
         return DONE

@@ -34,23 +34,22 @@ TrainJobs, whose reconcile writes nothing when nothing changed.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
 
-from controller.builder import ControllerBuilder
-from controller.cache import ByObject, CacheNotStarted, InformerCache
-from controller.client import Client
-from controller.gvk import GVK
-from controller.manager import Manager
-from controller.predicate import Funcs
-from controller.reconcile import Request
-from controller.trainer import metrics
+from controller.cache.informer_cache import ByObject, InformerCache
+from controller.client.client import Client
+from controller.client.gvk import GVK
+from controller.controller.builder import ControllerBuilder
+from controller.controller.predicate import Funcs
+from controller.controller.reconcile import Request
+from controller.manager.manager import Manager
 from controller.trainer.config import Configuration
 from controller.trainer.indexers import register_indexes, trainjobs_for_runtime
 from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB, gvk_of
+from controller.trainer.metrics import TrainJobStateMetrics
 from controller.trainer.reader import CacheReader
 from controller.trainer.runtime_controller import (
     CLUSTER_TRAINING_RUNTIME_CONTROLLER,
@@ -69,7 +68,6 @@ from runtime.plugins.trainjobstatus import (
 )
 
 __all__ = [
-    "TrainJobStateMetrics",
     "TrainerControllers",
     "cache_by_object",
     "concurrency_key",
@@ -141,38 +139,6 @@ def _map_to_requests(watch: Watch, reader: Reader) -> Any:
         return [Request(namespace=ns, name=name) for ns, name in map_fn(obj, reader)]
 
     return mapped
-
-
-class TrainJobStateMetrics:
-    """Registers the `kubeflow_trainer_trainjobs` collector while the manager runs (a `Runnable`)."""
-
-    name = "trainjob-state-metrics"
-
-    def __init__(self, cache: InformerCache) -> None:
-        self._cache = cache
-        self._lock = threading.Lock()
-        self._collector: metrics.TrainJobStateCollector | None = None
-
-    def _list(self) -> list[dict[str, Any]]:
-        try:
-            return self._cache.list(TRAINJOB)
-        except CacheNotStarted:
-            return []
-
-    def start(self, stop: threading.Event) -> None:
-        with self._lock:
-            if self._collector is None:
-                self._collector = metrics.register_state_collector(self._list)
-
-    def stop(self, timeout: float | None = None) -> bool:
-        with self._lock:
-            if self._collector is not None:
-                metrics.unregister_state_collector(self._collector)
-                self._collector = None
-        return True
-
-    def need_leader_election(self) -> bool:
-        return False
 
 
 class TrainerControllers:

@@ -5,27 +5,35 @@ Go origin: kubeflow/trainer `pkg/controller/trainjob_controller.go` (`Reconcile`
 `reconcileDeadline`, `setSuspendedCondition`, `setTrainJobStatus`), with the status logic itself in
 `runtime.core.RuntimeRegistry.next_status`.
 
-One reconcile, step by step:
+The reconciler reads and writes through protocols (`controller.client.interfaces`: the TrainJob through a
+`Reader`, its objects and status through a `Writer` and a `StatusWriter`; events through a `Recorder`), so
+its unit tests hand it in-memory fakes.
 
-1. Get the TrainJob from the cache; gone → done (and forget what was applied for it).
+One reconcile, step by step, as `TrainJobReconciler.reconcile` reads (upstream's `Reconcile`, in order):
+
+1. `_get_trainjob`: the TrainJob from the cache; gone → done (and forget what was applied for it).
 2. `spec.managedBy` names another controller (e.g. `kueue.x-k8s.io/multikueue`) → nothing at all.
-3. Unless the TrainJob is finished (`Complete` or `Failed` is True): `RuntimeRegistry.new_objects`, then each
-   object is server-side applied in order (field manager `trainer`, force); the first failure stops. What the
-   pipeline returns follows upstream's rules: the JobSet only while it or the TrainJob is suspended (or when
-   missing), PodGroups only while suspended, the MPI and Flux Secrets and the runtime snapshot only when
-   missing.
-   An apply that provably changes nothing is skipped (`controller.trainer.apply.AppliedBodies`).
+3. `_reconcile_objects`, unless the TrainJob is finished (`Complete` or `Failed` is True):
+   `RuntimeRegistry.new_objects`, then each object is server-side applied in order (field manager
+   `trainer`, force); the first failure stops. What the pipeline returns follows upstream's rules: the JobSet
+   only while it or the TrainJob is suspended (or when missing), PodGroups only while suspended, the MPI and
+   Flux Secrets and the runtime snapshot only when missing.
+   One `controller.trainer.apply.Applier` skips an apply that provably changes nothing, applies, and records
+   what it applied; the pipeline reads through its `AppliedObjects`, which see the objects just applied.
    A failure emits a Warning event `TrainJobResourcesCreationFailed` with upstream's message
    (`TrainJob resources reconciliation failed: <error>`, the error cut at 950 characters plus ` ...`), and
    the reconcile ends in that error (requeue with backoff) after the status is written.
-4. Status: `RuntimeRegistry.next_status` over a reader that sees the objects just applied (so the JobSet
-   created a moment ago counts, where upstream reads a cache that has not seen it and fails with NotFound):
-   `Suspended`, the JobSet's `Complete`/`Failed` and `jobsStatus`, the active deadline (once past it,
-   `Failed`/`DeadlineExceeded` and the JobSet is deleted, until it is gone: see below), an unsupported
-   runtime kind as a persisted `Failed`/`TrainingRuntimeNotSupported` with no requeue.
-5. The status is written with a JSON merge patch on `/status`, and only when it changed.
-6. Result: the deadline's `requeue_after`, or the error of step 3, 4 (the status plugin's, or the JobSet's
-   deletion's) or 5 (requeue with backoff).
+4. `_status`: `RuntimeRegistry.next_status` over those `AppliedObjects` (so the JobSet created a moment ago
+   counts, where upstream reads a cache that has not seen it and fails with NotFound): `Suspended`, the
+   JobSet's `Complete`/`Failed` and `jobsStatus`, the active deadline (once past it,
+   `Failed`/`DeadlineExceeded`), an unsupported runtime kind as a persisted
+   `Failed`/`TrainingRuntimeNotSupported` with no requeue; plus the `Failed` condition of a build no retry
+   can help (below).
+5. `_reconcile_deadline`: the JobSet of a TrainJob failed by its active deadline is deleted, until it is gone
+   (see below).
+6. `_update_status`: the status is written with a JSON merge patch on `/status`, and only when it changed.
+7. The result (`_Outcome.result`): the deadline's `requeue_after`, or the error of step 3, 4 (the status
+   plugin's), 5 or 6 (requeue with backoff); the first failure is counted once in the metrics.
 
 Guarantees:
 
@@ -72,24 +80,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, cast
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, cast
 
 import structlog
 
-from controller.cache import InformerCache
-from controller.client import Client
+from controller.client import interfaces
+from controller.client.errors import ApiError, NoKindMatch, NotFound, TransportError
+from controller.client.interfaces import StatusWriter, Writer
 from controller.clock import Clock
-from controller.errors import ApiError, NoKindMatch, NotFound, TransportError
-from controller.events import EVENT_TYPE_WARNING, EventRecorder
-from controller.reconcile import DONE, Request, Result
+from controller.controller.reconcile import DONE, Request, Result
+from controller.manager.recorder import EVENT_TYPE_WARNING
 from controller.trainer import metrics
-from controller.trainer.apply import AppliedBodies, contains, merge_patch
+from controller.trainer.apply import Applied, AppliedObjects, Applier, merge_patch
 from controller.trainer.kinds import JOBSET, TRAINJOB
-from controller.trainer.reader import AppliedObjects
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView, find_condition
-from runtime.core import RuntimeRegistry
+from runtime.core import RuntimeRegistry, StatusUpdate
 from runtime.core.errors import (
     InvalidSnapshotError,
     InvalidTrainJobError,
@@ -110,6 +119,9 @@ __all__ = [
     "REASON_INVALID_TRAINJOB",
     "REASON_RUNTIME_NOT_BUILDABLE",
     "RECORDER_NAME",
+    "ObjectWriter",
+    "ReconcileErrors",
+    "Recorder",
     "TrainJobReconciler",
     "event_message",
 ]
@@ -204,12 +216,51 @@ class ReconcileErrors(Exception):
         self.__cause__ = errors[0]
 
 
+class Recorder(Protocol):
+    """Where the reconciler's events go (`controller.manager.recorder.EventRecorder`)."""
+
+    def event(self, obj: Mapping[str, Any], type: str, reason: str, message: str) -> None: ...
+
+
+class ObjectWriter(Writer, StatusWriter, Protocol):
+    """What the reconciler writes through: its objects, and the TrainJob's status
+    (`controller.client.client.Client` is one)."""
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What went wrong in one reconcile, step after step."""
+
+    failure: str | None = None
+    """The metric reason of the first failure (`metrics.count_reconcile_failure`), counted once at the end."""
+    errors: list[BaseException] = field(default_factory=list)
+    """What the reconcile ends in: requeue with backoff."""
+    permanent: PermanentError | None = None
+    """A build failure no retry can help: a persisted `Failed` condition instead of an error."""
+
+    def failed(self, reason: str, error: BaseException | None = None) -> None:
+        """A step failed: `reason` counts unless an earlier step failed first; `error` ends the reconcile."""
+        self.failure = self.failure or reason
+        if error is not None:
+            self.errors.append(error)
+
+    def result(self, requeue_after: float | None) -> Result:
+        """Count the failure, then raise the errors, or requeue after `requeue_after` seconds, or done."""
+        if self.failure is not None:
+            metrics.count_reconcile_failure(self.failure)
+        if self.errors:
+            raise self.errors[0] if len(self.errors) == 1 else ReconcileErrors(self.errors)
+        if requeue_after:
+            return Result(requeue_after=requeue_after)
+        return DONE
+
+
 class TrainJobReconciler:
     """Reconciles one TrainJob per call; see the module docstring. Safe for concurrent workers (one key
     is never reconciled by two workers at once)."""
 
     __slots__ = (
-        "_applied",
+        "_applier",
         "_cache",
         "_client",
         "_clock",
@@ -222,17 +273,19 @@ class TrainJobReconciler:
     def __init__(
         self,
         *,
-        cache: InformerCache,
-        client: Client,
+        cache: interfaces.Reader,
+        client: ObjectWriter,
         reader: Reader,
         registry: RuntimeRegistry,
-        recorder: EventRecorder,
+        recorder: Recorder,
         clock: Clock,
-        applied: AppliedBodies | None = None,
+        applier: Applier | None = None,
         new_owner_reader: Reader | None = None,
     ) -> None:
-        """`new_owner_reader`: `reader` with final cache misses, for a TrainJob nothing has built yet
-        (`controller.trainer.reader.CacheReader.trusting_misses`); `reader` itself when None."""
+        """`cache` serves the TrainJob; `reader` everything the pipeline reads; `new_owner_reader` is `reader`
+        with final cache misses, for a TrainJob nothing has built yet
+        (`controller.trainer.reader.CacheReader.trusting_misses`; `reader` itself when None); `applier`
+        writes through `client` when None."""
         self._cache = cache
         self._client = client
         self._reader = reader
@@ -240,130 +293,127 @@ class TrainJobReconciler:
         self._registry = registry
         self._recorder = recorder
         self._clock = clock
-        self._applied = applied if applied is not None else AppliedBodies()
+        self._applier = (
+            applier if applier is not None else Applier(client, field_manager=constants.FIELD_MANAGER)
+        )
 
     def reconcile(self, request: Request) -> Result:
         owner = (request.namespace, request.name)
-        try:
-            obj = self._cache.get(TRAINJOB, request.name, request.namespace)
-        except NotFound:
-            self._applied.forget(owner)
+        trainjob = self._get_trainjob(request)
+        if trainjob is None:
+            self._applier.forget(owner)
             return DONE
-        trainjob = cast(TrainJob, obj)
         view = TrainJobView(trainjob)
         if not view.is_managed_by_trainer:
             return DONE
 
-        reader = AppliedObjects(self._new_owner_reader if self._is_new(view, owner) else self._reader)
-        errors: list[BaseException] = []
-        failure: str | None = None  # the metric reason of this reconcile's first failure
-        permanent: PermanentError | None = None
+        outcome = _Outcome()
+        objects = self._applier.for_reconcile(owner, self._reader_for(view, owner))
         if not view.is_finished:
-            try:
-                self._reconcile_objects(trainjob, owner, reader)
-            except UnsupportedRuntimeError:
-                pass  # next_status records it as a persisted Failed condition
-            except _OBJECT_FAILURES as exc:
-                failure = _failure_reason(exc)
-                self._recorder.event(
-                    trainjob, EVENT_TYPE_WARNING, EVENT_REASON_CREATION_FAILED, event_message(exc)
-                )
-                _log.info("trainjob.objects_failed", error=str(exc)[:_EVENT_ERROR_LIMIT])
-                if isinstance(exc, PermanentError):
-                    permanent = exc
-                else:
-                    errors.append(exc)
-
+            self._reconcile_objects(trainjob, objects, outcome)
         now = self._clock.now()
-        update = self._registry.next_status(trainjob, reader, now)
-        status: dict[str, Any] = dict(update.status)
-        if permanent is not None:
-            conditions = status.setdefault("conditions", [])
-            message = str(permanent)
-            if len(message) > _CONDITION_MESSAGE_LIMIT:
-                message = message[:_CONDITION_MESSAGE_LIMIT] + " ..."
-            failed = condition(
-                constants.CONDITION_FAILED, constants.CONDITION_TRUE, _condition_reason(permanent), message
-            )
-            set_condition(conditions, failed, now)
-        if update.error is not None and permanent is None:  # a failed TrainJob needs no JobSet status
-            failure = failure or metrics.REASON_JOBSET_STATUS
-            errors.append(update.error)
+        update = self._registry.next_status(trainjob, objects, now)
+        status = self._status(update, now, outcome)
         if update.delete_jobset:
-            try:
-                self._delete_jobset(view, reader)
-            except _DELETE_FAILURES as exc:
-                failure = failure or metrics.REASON_JOBSET_DELETION
-                message = f"Deleting the JobSet after the active deadline failed (retrying): {exc}"
-                self._recorder.event(
-                    trainjob,
-                    EVENT_TYPE_WARNING,
-                    EVENT_REASON_JOBSET_DELETION_FAILED,
-                    _cut(message, _EVENT_ERROR_LIMIT),
-                )
-                _log.info("trainjob.jobset_delete_failed", error=str(exc)[:_EVENT_ERROR_LIMIT])
-                errors.append(exc)
-                _set_deadline_message(status, MESSAGE_JOBSET_DELETION_PENDING)
-            else:
-                _set_deadline_message(status, constants.MESSAGE_DEADLINE_EXCEEDED)
+            self._reconcile_deadline(view, objects, status, outcome)
+        self._update_status(view, status, update.terminal, outcome)
+        if update.terminal or outcome.permanent is not None:
+            self._applier.forget(owner)
+        return outcome.result(update.requeue_after)
 
-        current = cast(Mapping[str, Any], trainjob.get("status") or {})
-        if status != current:
-            if update.terminal:
-                failure = failure or metrics.REASON_UNSUPPORTED_RUNTIME  # counted once: when it is recorded
-            try:
-                self._client.patch_status(
-                    TRAINJOB, view.name, {"status": merge_patch(current, status)}, view.namespace
-                )
-            except (ApiError, TransportError) as exc:
-                failure = failure or metrics.REASON_STATUS
-                errors.append(exc)
-        if update.terminal or permanent is not None:
-            self._applied.forget(owner)
-        if failure is not None:
-            metrics.count_reconcile_failure(failure)
+    # --- the steps, in order --------------------------------------------------------------------------
 
-        if errors:
-            raise errors[0] if len(errors) == 1 else ReconcileErrors(errors)
-        if update.requeue_after:
-            return Result(requeue_after=update.requeue_after)
-        return DONE
-
-    def _is_new(self, view: TrainJobView, owner: tuple[str, str]) -> bool:
-        """Whether nothing can have been built for the TrainJob yet: no status, nothing this process has begun
-        writing for it, no JobSet in the cache (a read that fails counts as not new)."""
-        if view.obj.get("status") or self._applied.started(owner):
-            return False
+    def _get_trainjob(self, request: Request) -> TrainJob | None:
+        """The TrainJob from the cache; None when it is gone."""
         try:
-            return self._reader.get(JOBSET.api_version, JOBSET.kind, view.name, view.namespace) is None
-        except ReadError:
-            return False
+            return cast(TrainJob, self._cache.get(TRAINJOB, request.name, request.namespace))
+        except NotFound:
+            return None
 
-    def _reconcile_objects(self, trainjob: TrainJob, owner: tuple[str, str], reader: AppliedObjects) -> None:
-        objects = self._registry.new_objects(trainjob, reader)
-        if objects:
-            self._applied.start(owner)
-        for body in objects:
-            metadata = body.get("metadata") or {}
-            api_version, kind = str(body.get("apiVersion", "")), str(body.get("kind", ""))
-            name, namespace = str(metadata.get("name", "")), metadata.get("namespace")
-            if self._applied.same_body(owner, body) and contains(
-                body, reader.get(api_version, kind, name, namespace)
-            ):
-                continue  # the last body this process applied, still in place: applying changes nothing
-            # First applied: not applied by this process before and not in the cache (the metric counts a
-            # TrainJob once, even when a second reconcile comes before the informer has seen the JobSet).
-            created = (
-                api_version == JOBSET.api_version
-                and kind == JOBSET.kind
-                and not self._applied.has_applied(owner, body)
-                and reader.get(api_version, kind, name, namespace) is None
+    def _reader_for(self, view: TrainJobView, owner: tuple[str, str]) -> Reader:
+        """`new_owner_reader` when nothing can have been built for the TrainJob yet: no status, nothing this
+        process has begun writing for it, no JobSet in the cache (a read that fails counts as not new)."""
+        if view.obj.get("status") or self._applier.started(owner):
+            return self._reader
+        try:
+            found = self._reader.get(JOBSET.api_version, JOBSET.kind, view.name, view.namespace)
+        except ReadError:
+            return self._reader
+        return self._new_owner_reader if found is None else self._reader
+
+    def _reconcile_objects(self, trainjob: TrainJob, objects: AppliedObjects, outcome: _Outcome) -> None:
+        """Build the TrainJob's objects and apply them in order; the first failure stops, with an event."""
+        try:
+            for body in self._registry.new_objects(trainjob, objects):
+                if objects.apply(body) is Applied.CREATED:
+                    metrics.observe_jobset_created(trainjob, self._clock.now())
+        except UnsupportedRuntimeError:
+            pass  # next_status records it as a persisted Failed condition
+        except _OBJECT_FAILURES as exc:
+            self._recorder.event(
+                trainjob, EVENT_TYPE_WARNING, EVENT_REASON_CREATION_FAILED, event_message(exc)
             )
-            result = self._client.apply(body, constants.FIELD_MANAGER, force=True)
-            self._applied.record(owner, body)
-            reader.record(result)
-            if created:
-                metrics.observe_jobset_created(trainjob, self._clock.now())
+            _log.info("trainjob.objects_failed", error=str(exc)[:_EVENT_ERROR_LIMIT])
+            if isinstance(exc, PermanentError):
+                outcome.failed(_failure_reason(exc))
+                outcome.permanent = exc
+            else:
+                outcome.failed(_failure_reason(exc), exc)
+
+    @staticmethod
+    def _status(update: StatusUpdate, now: datetime, outcome: _Outcome) -> dict[str, Any]:
+        """The status to write: `next_status`'s, with the `Failed` condition of a permanent build failure
+        (whose JobSet status, needing none, fails nothing)."""
+        status: dict[str, Any] = dict(update.status)
+        permanent = outcome.permanent
+        if permanent is not None:
+            failed = condition(
+                constants.CONDITION_FAILED,
+                constants.CONDITION_TRUE,
+                _condition_reason(permanent),
+                _cut(str(permanent), _CONDITION_MESSAGE_LIMIT),
+            )
+            set_condition(status.setdefault("conditions", []), failed, now)
+        elif update.error is not None:
+            outcome.failed(metrics.REASON_JOBSET_STATUS, update.error)
+        return status
+
+    def _reconcile_deadline(
+        self, view: TrainJobView, reader: Reader, status: dict[str, Any], outcome: _Outcome
+    ) -> None:
+        """Delete the JobSet of a TrainJob failed by its active deadline, until it is gone; while that fails,
+        an event, the pending message in `status`, and a retry."""
+        try:
+            self._delete_jobset(view, reader)
+        except _DELETE_FAILURES as exc:
+            outcome.failed(metrics.REASON_JOBSET_DELETION, exc)
+            message = f"Deleting the JobSet after the active deadline failed (retrying): {exc}"
+            self._recorder.event(
+                view.obj,
+                EVENT_TYPE_WARNING,
+                EVENT_REASON_JOBSET_DELETION_FAILED,
+                _cut(message, _EVENT_ERROR_LIMIT),
+            )
+            _log.info("trainjob.jobset_delete_failed", error=str(exc)[:_EVENT_ERROR_LIMIT])
+            _set_deadline_message(status, MESSAGE_JOBSET_DELETION_PENDING)
+        else:
+            _set_deadline_message(status, constants.MESSAGE_DEADLINE_EXCEEDED)
+
+    def _update_status(
+        self, view: TrainJobView, status: dict[str, Any], terminal: bool, outcome: _Outcome
+    ) -> None:
+        """Merge patch `/status` when it changed (a terminal status counts once: when it is recorded)."""
+        current = cast(Mapping[str, Any], view.obj.get("status") or {})
+        if status == current:
+            return
+        if terminal:
+            outcome.failed(metrics.REASON_UNSUPPORTED_RUNTIME)
+        try:
+            self._client.patch_status(
+                TRAINJOB, view.name, {"status": merge_patch(current, status)}, view.namespace
+            )
+        except (ApiError, TransportError) as exc:
+            outcome.failed(metrics.REASON_STATUS, exc)
 
     def _delete_jobset(self, view: TrainJobView, reader: Reader) -> None:
         """Delete the TrainJob's JobSet if the reader still has it, is not deleting it already, and the

@@ -37,7 +37,7 @@ Guarantees:
   handlers anyway and trip the rules, the answer is `errored(400)` with the CRD schema's field errors
   (`runtime.schema.SchemaChecker`, loaded on first need), the field errors of the decoding step that Go's
   typed adapters would have failed: never a 500. A failure the schema cannot explain is a bug, and is
-  answered 500 (`controller.webhook.admission`).
+  answered 500 (`controller.serving.webhook.admission`).
 - A stored runtime that Go's typed decoding would refuse (a field of the wrong JSON type, a quantity that does
   not parse: stored under an older CRD, or edited in etcd) is not validated against: the TrainJob is denied
   at `spec.runtimeRef`, naming the runtime and its field (`Runtime.validate`; upstream's typed cache cannot
@@ -45,9 +45,9 @@ Guarantees:
 - Reads go through the `Reader` given (the manager's cache-backed `CacheReader`): an admission makes no API
   request for a cached kind. A read failure is a field error (`Internal error`), so the request is denied,
   never admitted unchecked.
-- Q8 (upstream rejects every update of a TrainJob whose runtime was deleted): here an update is validated
-  against the TrainJob's runtime snapshot ConfigMap when the runtime is gone (`Runtime.validate`); without a
-  snapshot it is rejected as upstream.
+- An update after the runtime was deleted (upstream rejects every update of a TrainJob whose runtime was
+  deleted): here an update is validated against the TrainJob's runtime snapshot ConfigMap when the runtime is
+  gone (`Runtime.validate`); without a snapshot it is rejected as upstream.
 - Handlers hold no lock and keep no state: any number of connection threads may call them at once.
 
 `setup_webhooks` registers the four handlers on a `WebhookServer` (HTTPS on the configured port, certificates
@@ -66,12 +66,9 @@ from typing import Any, cast
 import structlog
 
 from controller.clock import REAL_CLOCK, Clock
-from controller.manager import Manager
-from controller.tlsconfig import TLSOptions
-from controller.trainer.config import Configuration
-from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB
-from controller.trainer.reader import CacheReader
-from controller.webhook import (
+from controller.manager.manager import Manager
+from controller.serving.tlsconfig import TLSOptions
+from controller.serving.webhook import (
     DEFAULT_CERT_DIR,
     AdmissionRequest,
     AdmissionResponse,
@@ -83,6 +80,9 @@ from controller.webhook import (
     json_patch,
     patched,
 )
+from controller.trainer.config import Configuration
+from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB
+from controller.trainer.reader import CacheReader
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.core import RuntimeRegistry
@@ -307,7 +307,7 @@ def setup_webhooks(
     for gvk in _VALIDATION_KINDS:
         cache.get_informer(gvk, block_until_synced=False)
     if reader is None:
-        from controller.cache import InformerCache  # noqa: PLC0415 - only needed for this default
+        from controller.cache.informer_cache import InformerCache  # noqa: PLC0415 - only for this default
 
         if not isinstance(cache, InformerCache):
             raise TypeError("setup_webhooks needs a reader, or the manager's InformerCache to build one")

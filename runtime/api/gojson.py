@@ -54,6 +54,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
+from runtime.api.views import copy_json
 from runtime.resources import InvalidQuantityError, Quantity
 
 __all__ = [
@@ -130,35 +131,13 @@ def go_round_trip_jobset_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _as_object(result: Any, original: Mapping[str, Any]) -> dict[str, Any]:
-    return result if isinstance(result, dict) else _copy(dict(original))
+    return result if isinstance(result, dict) else copy_json(dict(original))
 
 
 # ---------------------------------------------------------------------------------------------- nodes
 #
 # `encode(value, semantic)` returns (what Go writes, whether the decoded value is zero, whether it is
 # empty in the sense of `omitempty`). `value` may be `_MISSING`.
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of decoded JSON, without recursion (so any depth is fine)."""
-    if not isinstance(value, (dict, list)):
-        return value
-    root: Any = {} if isinstance(value, dict) else []
-    stack: list[tuple[Any, Any]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, item in items:
-            if isinstance(item, (dict, list)):
-                copied: Any = {} if isinstance(item, dict) else []
-                stack.append((item, copied))
-            else:
-                copied = item
-            if isinstance(target, dict):
-                target[key] = copied
-            else:
-                target.append(copied)
-    return root
 
 
 class _Node:
@@ -185,7 +164,7 @@ class _Scalar(_Node):
         if value is _MISSING or value is None:
             return self.zero, True, True
         if not self.accepts(value):
-            return _copy(value), False, False
+            return copy_json(value), False, False
         if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
             value = int(value)  # Go writes a whole float64 without a fraction
         return value, value == self.zero, value == self.zero
@@ -195,7 +174,7 @@ class _Any(_Node):
     def encode(self, value: Any, semantic: bool) -> tuple[Any, bool, bool]:
         if value is _MISSING or value is None:
             return None, True, True
-        return _copy(value), False, False
+        return copy_json(value), False, False
 
 
 class _Pointer(_Node):
@@ -216,7 +195,7 @@ class _Slice(_Node):
         if value is _MISSING or value is None:
             return None, True, True
         if not isinstance(value, list):
-            return _copy(value), False, False
+            return copy_json(value), False, False
         encode = self.elem.encode
         return [encode(item, semantic)[0] for item in value], False, not value
 
@@ -229,7 +208,7 @@ class _Map(_Node):
         if value is _MISSING or value is None:
             return None, True, True
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
-            return _copy(value), False, False
+            return copy_json(value), False, False
         encode = self.elem.encode
         return {key: encode(value[key], semantic)[0] for key in sorted(value)}, False, not value
 
@@ -258,7 +237,7 @@ class _Struct(_Node):
         if value is _MISSING or value is None:
             value = {}
         elif not isinstance(value, dict):
-            return _copy(value), False, False
+            return copy_json(value), False, False
         out: dict[str, Any] = {}
         zero = True
         positions = self.positions
@@ -293,7 +272,7 @@ class _Quantity(_Node):
             )
             written, zero = (_canonical_quantity if short else _canonical_quantity_of)(value)
             return written, zero, False
-        return _copy(value), False, False
+        return copy_json(value), False, False
 
 
 def _canonical_quantity_of(raw: str | int | float) -> tuple[Any, bool]:
@@ -321,7 +300,7 @@ class _Time(_Node):
         if value is _MISSING or value is None:
             return None, True, False
         if not isinstance(value, str) or not _RFC3339.match(value):
-            return _copy(value), False, False
+            return copy_json(value), False, False
         text = value.upper()
         if text.endswith("Z"):
             text = text[:-1] + "+00:00"
@@ -344,7 +323,7 @@ class _IntOrString(_Node):
             return value, False, False
         if isinstance(value, int) and not isinstance(value, bool):
             return value, value == 0, False
-        return _copy(value), False, False
+        return copy_json(value), False, False
 
 
 class _Raw(_Node):
@@ -353,7 +332,7 @@ class _Raw(_Node):
     def encode(self, value: Any, semantic: bool) -> tuple[Any, bool, bool]:
         if value is _MISSING or value is None:
             return None, True, False
-        return _copy(value), False, False
+        return copy_json(value), False, False
 
 
 _CUSTOM: dict[str, _Node] = {

@@ -7,7 +7,7 @@ The rules (`stamp_runtime_patch_times`), with `now` as a `metav1.Time` (RFC 3339
 - UPDATE: each entry is matched to the old object's entry of the same `manager` (the last one, should the
   old object have two):
   - matched, and equal to it apart from `time`: the old `time` is kept, **also when the user edited it**
-    (upstream quirk Q12, kept on purpose, see below); an old entry without one leaves the new one without;
+    (as upstream does; kept on purpose, see below); an old entry without one leaves the new one without;
   - matched, and different: `now`, whatever `time` the user wrote;
   - not matched (a new manager): the `time` given is kept, else `now`.
 
@@ -15,11 +15,11 @@ The rules (`stamp_runtime_patch_times`), with `now` as a `metav1.Time` (RFC 3339
 a `null` and an empty list compare equal; anything else compares by value (an empty object is kept: in Go it
 is a non-nil pointer to an empty struct).
 
-Decision on Q12 ("the webhook reverts user edits to `time` on unchanged patches"): kept. `time` records when
-the manager last changed its entry, and it belongs to the webhook once the entry exists; a user edit of `time`
-alone changes nothing the controller reads, and reverting it makes such an update a no-op instead of a
-change that the runtime-patch immutability check would then have to judge. A manager that wants a new `time`
-changes its entry.
+Why a user's edit of `time` on an unchanged patch is reverted (as upstream's webhook does): kept. `time`
+records when the manager last changed its entry, and it belongs to the webhook once the entry exists; a user
+edit of `time` alone changes nothing the controller reads, and reverting it makes such an update a no-op
+instead of a change that the runtime-patch immutability check would then have to judge. A manager that wants a
+new `time` changes its entry.
 
 A list of more than `MAX_RUNTIME_PATCHES` entries (the CRD's `maxItems`) is left as it is: the API server
 refuses it when it checks the schema, which it does after the mutating webhooks, so stamping it would change

@@ -75,8 +75,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-import orjson
-
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
 from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find_condition
@@ -91,13 +89,13 @@ from runtime.core.errors import (
     UnsupportedRuntimeError,
 )
 from runtime.core.snapshot import (
+    SnapshotText,
     build_snapshot,
     get_snapshot,
     is_owned_by,
     read_snapshot,
     runtime_type_errors,
     snapshot_name,
-    snapshot_size_problem,
     snapshot_text,
     type_error_summary,
 )
@@ -235,7 +233,7 @@ class _TypedRuntimes:
         self._size = size
         self._entries: dict[int, tuple[Mapping[str, Any], Mapping[str, Any], list[str]]] = {}
         """id(live) -> (live, its typed copy, where its types are wrong)."""
-        self._texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._texts: dict[int, tuple[Mapping[str, Any], SnapshotText]] = {}
         """id(typed copy) -> (the typed copy, its snapshot text), for the copies in `_entries`."""
 
     def typed(self, live: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
@@ -251,7 +249,7 @@ class _TypedRuntimes:
         self._entries[id(live)] = (live, runtime, errors)
         return runtime, errors
 
-    def snapshot_text(self, runtime: Mapping[str, Any]) -> str:
+    def snapshot_text(self, runtime: Mapping[str, Any]) -> SnapshotText:
         """`snapshot_text` of a typed copy `typed` returned, made once per copy."""
         entry = self._texts.get(id(runtime))
         if entry is not None and entry[0] is runtime:
@@ -320,11 +318,11 @@ class Runtime:
             raise RuntimeNotFoundError(f"{self.kind.not_found}: {exc}") from exc
         if runtime is None:
             raise RuntimeNotFoundError(f"{self.kind.not_found}: {self._not_found_text(trainjob)}")
-        text = self._typed.snapshot_text(runtime)
-        problem = snapshot_size_problem(text)
-        if problem is not None:  # the apply would be refused, at every retry: nothing is applied
+        snapshot = self._typed.snapshot_text(runtime)
+        problem = snapshot.problem()
+        if problem is not None:  # the apply (or every read) would fail, at every retry: nothing is applied
             raise UnbuildableRuntimeError(self._runtime_text(trainjob), problem)
-        return runtime, [build_snapshot(trainjob, runtime, self.kind.kind, text=text)]
+        return runtime, [build_snapshot(trainjob, runtime, self.kind.kind, text=snapshot.text)]
 
     def runtime_info(self, trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         """`build_info`, then every Info phase of the framework (Go `RuntimeInfo`)."""
@@ -411,7 +409,7 @@ class Runtime:
             return result  # in `result` already; the merge and the plugins read each patch as an object
         spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
         unbuildable = [self._runtime_field_error(new, error) for error in runtime_errors(spec)]
-        too_large = snapshot_size_problem(self._typed.snapshot_text(runtime)) if live else None
+        too_large = self._typed.snapshot_text(runtime).problem() if live else None
         if too_large is not None:  # the first build would write this very text
             unbuildable.append(self._runtime_field_error(new, too_large))
         if unbuildable:
@@ -546,7 +544,7 @@ class RuntimeRegistry(Mapping[str, Runtime]):
         whatever the plugin reports); then the active deadline. `delete_jobset` is set whenever the result is
         `Failed=True` with reason DeadlineExceeded, so a deletion that failed is asked for again.
         """
-        status = cast(TrainJobStatus, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
+        status = cast(TrainJobStatus, copy_json(trainjob.get("status") or {}))
         conditions = status.setdefault("conditions", [])
         try:
             runtime = self.runtime_for(trainjob)

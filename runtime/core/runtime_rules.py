@@ -44,7 +44,7 @@ from typing import Any
 from runtime.api import constants
 from runtime.api.views import as_dict, as_list, replicated_job_pod_spec
 from runtime.buildable import runtime_errors
-from runtime.core.snapshot import admitted_snapshot_text, snapshot_size_problem
+from runtime.core.snapshot import admitted_snapshot
 from runtime.framework.validation import ErrorType, FieldError, Validation
 
 __all__ = [
@@ -96,9 +96,10 @@ def validate_replicated_jobs(runtime: Mapping[str, Any]) -> tuple[FieldError, ..
 
 def snapshot_size_errors(runtime: Mapping[str, Any], kind: str) -> tuple[FieldError, ...]:
     """`Too long` at `spec` when the runtime snapshot of `runtime` (of `kind`), once stored, would be more
-    than a ConfigMap holds (`runtime.core.snapshot.admitted_snapshot_text`: conservative by the few bytes of
-    a `resourceVersion` the API server has yet to set)."""
-    problem = snapshot_size_problem(admitted_snapshot_text(runtime, kind))
+    than a ConfigMap holds, or more YAML nodes than it is read back with (`runtime.core.snapshot.
+    admitted_snapshot`: conservative by the few bytes of a `resourceVersion` the API server has yet to
+    set)."""
+    problem = admitted_snapshot(runtime, kind).problem()
     if problem is None:
         return ()
     return (FieldError(path="spec", type=ErrorType.TOO_LONG, message=f"{_NO_TRAINJOB_CAN_RUN}: {problem}"),)

@@ -13,10 +13,12 @@ Guarantees:
   docs/compatibility.md ("The runtime snapshot"): chiefly `metadata.managedFields`, which the controller's
   cache strips and upstream's keeps.
 - A ConfigMap holds at most `MAX_SNAPSHOT_BYTES` (1 MiB) of data, in UTF-8 bytes, while the API server
-  stores a runtime up to etcd's 1.5 MiB: `snapshot_size_problem` says when a snapshot text is larger
-  (exactly), `admitted_snapshot_text` gives a runtime webhook a text at least as long as the stored
-  object's will be (conservatively). Upstream v2.3.0 checks neither: the apply of the snapshot fails, and
-  every reconcile of the TrainJob with it. `runtime.core.runtime` and `runtime.core.runtime_rules` refuse.
+  stores a runtime up to etcd's 1.5 MiB; and `read_snapshot` reads at most `MAX_SNAPSHOT_NODES` YAML nodes,
+  which a runtime of many small items passes within 1 MiB. `SnapshotText.problem` says when a snapshot is
+  beyond either (exactly), `admitted_snapshot` gives a runtime webhook a snapshot at least as long as the
+  stored object's will be (conservatively). Upstream v2.3.0 checks neither: the apply of the snapshot
+  fails, and every reconcile of the TrainJob with it (or, here, every read of it once the runtime is gone).
+  `runtime.core.runtime` and `runtime.core.runtime_rules` refuse.
 - `read_snapshot` accepts a ConfigMap only if it is controlled by this TrainJob (owner UID), has the
   `runtime` key, parses as a YAML mapping, and names the runtime the TrainJob references (kind and group
   when the TrainJob sets them, and name); otherwise it raises `SnapshotError` with upstream's message.
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -66,14 +69,14 @@ from runtime.schema import CRD_DIR, json_type
 __all__ = [
     "MAX_SNAPSHOT_BYTES",
     "MAX_SNAPSHOT_NODES",
-    "admitted_snapshot_text",
+    "SnapshotText",
+    "admitted_snapshot",
     "build_snapshot",
     "get_snapshot",
     "is_owned_by",
     "read_snapshot",
     "runtime_type_errors",
     "snapshot_name",
-    "snapshot_size_problem",
     "snapshot_text",
     "type_error_summary",
 ]
@@ -109,33 +112,49 @@ def build_snapshot(
     trainjob: TrainJob, runtime: Mapping[str, Any], kind: str, *, text: str | None = None
 ) -> dict[str, Any]:
     """The snapshot ConfigMap of `runtime` (a TrainingRuntime or ClusterTrainingRuntime of `kind`); `text`
-    is its `snapshot_text` when the caller has it already. Its size is not checked (`snapshot_size_problem`
+    is its `snapshot_text` when the caller has it already. Its size is not checked (`SnapshotText.problem`
     is the caller's)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": owned_object_metadata(trainjob, snapshot_name(trainjob)),
-        "data": {constants.RUNTIME_SNAPSHOT_KEY: snapshot_text(runtime, kind) if text is None else text},
+        "data": {constants.RUNTIME_SNAPSHOT_KEY: snapshot_text(runtime, kind).text if text is None else text},
     }
 
 
-def snapshot_text(runtime: Mapping[str, Any], kind: str) -> str:
-    """`data.runtime` of the snapshot of `runtime`: the same for every TrainJob (owners are metadata)."""
-    return _dump(_go_json_value(runtime, kind))
+@dataclass(frozen=True, slots=True)
+class SnapshotText:
+    """A snapshot's `data.runtime` text and the YAML nodes it decodes to (counted up to one more than
+    `MAX_SNAPSHOT_NODES`)."""
 
+    text: str
+    nodes: int
 
-def snapshot_size_problem(text: str) -> str | None:
-    """Why a ConfigMap cannot hold the snapshot `text`, or None: the API server refuses a ConfigMap whose
-    data values add up to more than `MAX_SNAPSHOT_BYTES` bytes (UTF-8; Go `ValidateConfigMap`, `Too long:
-    may not be more than 1048576 bytes`), and the snapshot is its only value. Exact: the bytes counted are
-    those the apply sends."""
-    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-    if size <= MAX_SNAPSHOT_BYTES:
+    def problem(self) -> str | None:
+        """Why the snapshot cannot be stored and read back, or None. The API server refuses a ConfigMap whose
+        data values add up to more than `MAX_SNAPSHOT_BYTES` bytes (UTF-8; Go `ValidateConfigMap`, `Too
+        long: may not be more than 1048576 bytes`), and the snapshot is its only value; `read_snapshot`
+        refuses more than `MAX_SNAPSHOT_NODES` nodes. Exact: the bytes counted are those the apply sends,
+        the nodes those the read decodes."""
+        text = self.text
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_SNAPSHOT_BYTES:
+            return (
+                f"its runtime snapshot would be {size} bytes of YAML, more than a ConfigMap holds "
+                f"({MAX_SNAPSHOT_BYTES} bytes)"
+            )
+        if self.nodes > MAX_SNAPSHOT_NODES:
+            return (
+                f"its runtime snapshot would hold more than {MAX_SNAPSHOT_NODES} YAML nodes (scalars, keys "
+                "and collections), more than a snapshot is read back with"
+            )
         return None
-    return (
-        f"its runtime snapshot would be {size} bytes of YAML, more than a ConfigMap holds "
-        f"({MAX_SNAPSHOT_BYTES} bytes)"
-    )
+
+
+def snapshot_text(runtime: Mapping[str, Any], kind: str) -> SnapshotText:
+    """`data.runtime` of the snapshot of `runtime`: the same for every TrainJob (owners are metadata)."""
+    value = _go_json_value(runtime, kind)
+    return SnapshotText(_dump(value), kubeyaml.node_count(value, limit=MAX_SNAPSHOT_NODES))
 
 
 _MAX_RESOURCE_VERSION: Final = str(2**64 - 1)
@@ -146,7 +165,7 @@ _PLACEHOLDER_METADATA: Final[Mapping[str, Any]] = {
 }
 
 
-def admitted_snapshot_text(runtime: Mapping[str, Any], kind: str) -> str:
+def admitted_snapshot(runtime: Mapping[str, Any], kind: str) -> SnapshotText:
     """`snapshot_text` of a runtime being admitted, at least as long as that of the object stored from it:
     the API server sets `resourceVersion` after admission, so it is counted at its longest (20 digits), as
     are `uid`, `creationTimestamp` and `generation` when absent (an object not from the API server, such

@@ -40,7 +40,7 @@ from runtime.framework.extensions import (
 )
 from runtime.framework.framework import Framework, PluginError, implements
 from runtime.framework.phases import Phase, Stage
-from runtime.framework.reader import MemoryReader, Reader, ReadError
+from runtime.framework.reader import MemoryReader, ObjectKey, Reader, ReadError, object_key
 from runtime.framework.registry import (
     ENTRY_POINT_GROUP,
     PluginContext,
@@ -63,6 +63,7 @@ __all__ = [
     "FrameworkError",
     "MapFunc",
     "MemoryReader",
+    "ObjectKey",
     "Phase",
     "PhaseError",
     "Plugin",
@@ -84,4 +85,5 @@ __all__ = [
     "error_lines",
     "implements",
     "load_plugins",
+    "object_key",
 ]

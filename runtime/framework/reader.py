@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from runtime.framework.errors import FrameworkError
 
-__all__ = ["MemoryReader", "ReadError", "Reader"]
+__all__ = ["MemoryReader", "ObjectKey", "ReadError", "Reader", "object_key"]
 
 
 class ReadError(FrameworkError):
@@ -64,7 +64,19 @@ class Reader(Protocol):
         ...
 
 
-_Key = tuple[str, str, str, str]
+ObjectKey = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace, name) of an object; the namespace is "" for a cluster-scoped one."""
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
+    """The `ObjectKey` an object declares (a missing field reads as "")."""
+    metadata = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion", "")),
+        str(obj.get("kind", "")),
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+    )
 
 
 class MemoryReader:
@@ -77,25 +89,15 @@ class MemoryReader:
     """
 
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
-        self._objects: dict[_Key, Mapping[str, Any]] = {}
+        self._objects: dict[ObjectKey, Mapping[str, Any]] = {}
         self.errors: dict[tuple[str, str], Exception] = {}
         """(apiVersion, kind) → the exception a read of that kind raises (wrapped in `ReadError`)."""
         for obj in objects:
             self.add(obj)
 
-    @staticmethod
-    def _key(obj: Mapping[str, Any]) -> _Key:
-        metadata = obj.get("metadata") or {}
-        return (
-            str(obj.get("apiVersion", "")),
-            str(obj.get("kind", "")),
-            str(metadata.get("namespace") or ""),
-            str(metadata.get("name", "")),
-        )
-
     def add(self, obj: Mapping[str, Any]) -> None:
         """Store (or replace) an object."""
-        self._objects[self._key(obj)] = obj
+        self._objects[object_key(obj)] = obj
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Forget an object (no error when absent)."""

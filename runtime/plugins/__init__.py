@@ -15,6 +15,7 @@ entries follow `BUILTIN_ORDER`.
 
 from __future__ import annotations
 
+from runtime.features import TRAIN_JOB_STATUS
 from runtime.framework import PluginEntry, PluginRegistry
 from runtime.plugins.coscheduling import CoScheduling
 from runtime.plugins.flux import Flux
@@ -43,8 +44,8 @@ BUILTIN_ORDER: tuple[str, ...] = (
 )
 """Every built-in plugin name, in execution order within each phase."""
 
-TRAINJOB_STATUS_GATE = "TrainJobStatus"
-"""The feature gate that adds the `TrainJobStatus` plugin."""
+TRAINJOB_STATUS_GATE = TRAIN_JOB_STATUS
+"""The feature gate that adds the `TrainJobStatus` plugin (defined with the others in `runtime.features`)."""
 
 _BUILTINS: tuple[PluginEntry, ...] = (
     PluginEntry(JobSet.name, JobSet),

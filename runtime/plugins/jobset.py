@@ -24,7 +24,9 @@ What it does, by phase:
   (`runtime.buildable.UnbuildableError`: the reconcile-time twin of the validation above, for TrainJobs
   that skipped the webhook or a runtime edited since), and a JobSet etcd would not store (more than
   `runtime.schema.ETCD_REQUEST_LIMIT` of JSON: rendered to tell only when its parts exceed it), blamed
-  where the fix is (`jobset_size_error`); upstream admits both and fails every build. Upstream's
+  where the fix is (`jobset_size_error`), and annotations the API server would refuse on the JobSet, a
+  Job or a pod (`annotations_error`, blamed the same way); upstream admits all three and fails every
+  build. Upstream's
   `SyncParallelCount` has no counterpart: `PodSet.count` is the template's `parallelism`/`completions`.
 - ComponentBuilder: the JobSet `jobset.x-k8s.io/v1alpha2`, rendered from Info (template, then initializer
   and trainer overrides, scheduler pod labels/annotations, `suspend`, owner reference). Not rendered when
@@ -34,7 +36,7 @@ What it does, by phase:
 - TrainJobStatus: the JobSet's `Completed`/`Failed` conditions become the TrainJob's `Complete`/`Failed`;
   `replicatedJobsStatus` becomes `jobsStatus` with all five counters.
 
-Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream issue 2318).
+Deliberately missing: `replicas > 1` for ancestor jobs (forced to 1, upstream trainer#2318).
 """
 
 from __future__ import annotations
@@ -51,8 +53,15 @@ from runtime.api import constants
 from runtime.api.gojson import RUNTIME_PATCHES, go_round_trip_jobset_spec, go_semantic_form
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.v1alpha1 import TrainJobStatus as TrainJobStatusValue
-from runtime.api.views import TrainJobView, as_dict, as_list, find_condition, replicated_job_pod_spec
-from runtime.buildable import UnbuildableError
+from runtime.api.views import (
+    TrainJobView,
+    as_dict,
+    as_list,
+    copy_json,
+    find_condition,
+    replicated_job_pod_spec,
+)
+from runtime.buildable import MAX_ANNOTATIONS_BYTES, UnbuildableError, annotations_bytes
 from runtime.core.status import set_condition
 from runtime.framework import (
     ComponentBuilder,
@@ -74,7 +83,7 @@ from runtime.ownership import owner_reference
 from runtime.plugins.trainernode import convert_env_var, env_var, trainer_env
 from runtime.schema import ETCD_REQUEST_LIMIT
 
-__all__ = ["JobSet", "PodEndpoints", "pod_count_error", "render_jobset"]
+__all__ = ["JobSet", "PodEndpoints", "annotations_error", "pod_count_error", "render_jobset"]
 
 NAME = "JobSet"
 INITIALIZER_ENV_STORAGE_URI = "STORAGE_URI"
@@ -188,6 +197,100 @@ def jobset_size_error(trainjob: TrainJob, size: int) -> UnbuildableError | None:
 _TRAINJOB_PARTS = ("spec.runtimePatches", "spec.trainer", "spec.initializer")
 
 
+_PATCH_TEMPLATE = "trainingRuntimeSpec.template"
+_POD_TEMPLATE = "template.spec.template"
+
+
+def annotations_error(info: Info, trainjob: TrainJob) -> UnbuildableError | None:
+    """The first object of the JobSet whose annotations are more than the API server stores
+    (`MAX_ANNOTATIONS_BYTES`: the JobSet's, then each replicated job's Job template and pod template, the
+    pod-group plugins' annotations included), or None. O(size of the annotations and of the patches).
+
+    Each is the runtime's annotations there with the runtime patches' on top, so the blame goes where the
+    fix is, as `jobset_size_error` does it: the patch giving the most there when without the patches they
+    would fit, else the runtime's field."""
+    patches = [
+        as_dict(as_dict(patch).get("trainingRuntimeSpec")) for patch in TrainJobView(trainjob).runtime_patches
+    ]
+    places: list[tuple[str, str, Any, list[tuple[str, Any]]]] = [
+        (
+            "spec.template.metadata.annotations",
+            "the JobSet",
+            info.annotations,
+            [
+                (
+                    f"spec.runtimePatches[{k}].{_PATCH_TEMPLATE}.metadata.annotations",
+                    _annotations(as_dict(p.get("template"))),
+                )
+                for k, p in enumerate(patches)
+            ],
+        )
+    ]
+    for index, rjob in enumerate(as_list(info.template.get("replicatedJobs"))):
+        name = as_dict(rjob).get("name")
+        job_template = as_dict(as_dict(rjob).get("template"))
+        pod_template = as_dict(as_dict(job_template.get("spec")).get("template"))
+        in_patches = list(_patch_jobs(patches, name))
+        places.append(
+            (
+                f"spec.template.spec.replicatedJobs[{index}].template.metadata.annotations",
+                f"the Jobs of replicated job {name}",
+                _annotations(job_template),
+                [
+                    (f"{path}.template.metadata.annotations", _annotations(as_dict(job.get("template"))))
+                    for path, job in in_patches
+                ],
+            )
+        )
+        pod_annotations = {**as_dict(_annotations(pod_template)), **info.scheduler.pod_annotations}
+        places.append(
+            (
+                f"spec.template.spec.replicatedJobs[{index}].{_POD_TEMPLATE}.metadata.annotations",
+                f"the pods of replicated job {name}",
+                pod_annotations,
+                [
+                    (f"{path}.{_POD_TEMPLATE}.metadata.annotations", _annotations(_pod_template(job)))
+                    for path, job in in_patches
+                ],
+            )
+        )
+    for runtime_path, owner, merged, parts in places:
+        size = annotations_bytes(merged)
+        if size <= MAX_ANNOTATIONS_BYTES:
+            continue
+        sizes = [(annotations_bytes(part), path) for path, part in parts]
+        in_trainjob = sum(part for part, _ in sizes) >= size - MAX_ANNOTATIONS_BYTES
+        path = max(sizes, key=_first_size)[1] if in_trainjob else runtime_path  # the first largest
+        message = (
+            f"may not be more than {MAX_ANNOTATIONS_BYTES} bytes: {owner} would carry {size} bytes of "
+            "annotations (keys and values, the runtime's and the runtime patches' together)"
+        )
+        error = FieldError(path=path, type=ErrorType.TOO_LONG, message=message)
+        return UnbuildableError(error, in_trainjob=in_trainjob)
+    return None
+
+
+def _first_size(entry: tuple[int, str]) -> int:
+    return entry[0]
+
+
+def _annotations(template: Mapping[str, Any]) -> Any:
+    return as_dict(template.get("metadata")).get("annotations")
+
+
+def _pod_template(job: Mapping[str, Any]) -> dict[str, Any]:
+    return as_dict(as_dict(as_dict(job.get("template")).get("spec")).get("template"))
+
+
+def _patch_jobs(patches: list[dict[str, Any]], name: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, replicated job) of each runtime patch's replicated job named `name`."""
+    for k, patch in enumerate(patches):
+        jobs = as_list(as_dict(as_dict(patch.get("template")).get("spec")).get("replicatedJobs"))
+        for j, job in enumerate(jobs):
+            if isinstance(job, dict) and job.get("name") == name:
+                yield f"spec.runtimePatches[{k}].{_PATCH_TEMPLATE}.spec.replicatedJobs[{j}]", job
+
+
 def pod_count_error(info: Info, trainjob: TrainJob, *, exact: bool) -> UnbuildableError | None:
     """The TrainJob's pods in all, or None when they are at most `MAX_PODS_PER_TRAINJOB`.
 
@@ -269,7 +372,7 @@ def _as_go_writes_it(spec: dict[str, Any], runtime_template: Mapping[str, Any]) 
 def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
     """The JobSet apply body for the TrainJob, rendered from `info` (which it does not modify)."""
     view = TrainJobView(trainjob)
-    spec = cast(dict[str, Any], orjson.loads(orjson.dumps(info.template)))
+    spec = cast(dict[str, Any], copy_json(info.template))
     initializer = as_dict(view.initializer)
     run_launcher_as_node = info.ml.mpi_run_launcher_as_node
     env = trainer_env(trainjob)
@@ -507,6 +610,9 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             too_large = jobset_size_error(trainjob, _json_size(render_jobset(info, trainjob)))
             if too_large is not None:
                 raise too_large
+        too_many_annotations = annotations_error(info, trainjob)
+        if too_many_annotations is not None:
+            raise too_many_annotations
 
     # ComponentBuilder -------------------------------------------------------------------------------------
 
@@ -530,7 +636,7 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             if view.is_finished:
                 return None  # the JobSet may have been deleted by its TTL; keep the status as it is
             raise PhaseError(f'jobsets.{constants.JOBSET_GROUP} "{view.name}" not found')
-        status = cast(TrainJobStatusValue, orjson.loads(orjson.dumps(trainjob.get("status") or {})))
+        status = cast(TrainJobStatusValue, copy_json(trainjob.get("status") or {}))
         jobset_status = as_dict(jobset.get("status"))
         jobset_conditions = as_list(jobset_status.get("conditions"))
         for jobset_type, trainjob_type in (

@@ -1,7 +1,7 @@
 """Benchmark: informer cache build time and memory per object, for 10k objects.
 
-Issue 3 asks for cache build per object and resident memory per object at 10k objects. Two shapes, as in
-controller-runtime-semantics.md §4.2: a TrainJob-sized object (~1.5 KB of JSON with managedFields) and a
+It measures cache build time per object and resident memory per object at 10k objects. Two shapes: a
+TrainJob-sized object (~1.5 KB of JSON with managedFields) and a
 Pod-sized one (~4.3 KB). Each object is served as JSON pages of 500 by a lister-watcher that decodes every
 page with orjson, as the real client does, and stored by a ``SharedIndexInformer`` (namespace index, no
 handlers). Every scenario runs in a fresh interpreter so GC state and RSS start clean.

@@ -1,4 +1,4 @@
-"""Benchmark: no-op reconciles per second through the full Controller (issue 3, "no-op reconciles per second
+"""Benchmark: no-op reconciles per second through the full Controller ("no-op reconciles per second
 per core"). Run with ``pytest -m benchmark -s test/benchmark/test_bench_reconcile.py``.
 
 Path measured: an in-memory source delivers an add event per object → predicates (none) → the
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from controller.controller import Controller
-from controller.handler import EnqueueRequestForObject
-from controller.reconcile import Request, Result
-from controller.source import Kind
+from controller.controller.controller import Controller
+from controller.controller.handler import EnqueueRequestForObject
+from controller.controller.reconcile import Request, Result
+from controller.controller.source import Kind
 
 pytestmark = pytest.mark.benchmark
 

@@ -1,4 +1,4 @@
-"""Smoke tests for the Tier 2 cluster (issue 2, item 5): JobSets run, finish, fail and are collected.
+"""Smoke tests for the Tier 2 cluster: JobSets run, finish, fail and are collected.
 
 They hold on any cluster with JobSet installed. On the kwok cluster pods run nothing: the kwok stages in
 hack/kwok/stages/ move them Running → Succeeded, or → Failed when the pod carries the fail label; on kind

@@ -27,7 +27,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
 from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import e2e_paths as paths

@@ -10,7 +10,7 @@ Covered (what the SDK needs is in docs/compatibility.md): ``list_runtimes`` show
 (the public ConfigMap is read, so the SDK does not warn); ``train`` with a ``CustomTrainer`` on 2 nodes
 writes the serialised function into the TrainJob, which our manager turns into a JobSet that runs to
 Complete on kwok; ``wait_for_job_status``, ``get_job``, ``list_jobs``, ``get_job_events``, ``get_job_logs``
-(kwok serves one fixed log file for every container: ``hack/cluster.py`` ``CONTAINER_LOG_LINES``) and
+(kwok serves one fixed log file for every container: ``support.kwok.CONTAINER_LOG_LINES``) and
 ``delete_job``; our manager's Warning event, a core/v1 Event with ``firstTimestamp``, is one the SDK shows;
 a ``BuiltinTrainer`` (TorchTune, LoRA) on ``torchtune-llama3.2-1b`` gets the Torch plugin's torchtune
 command in its JobSet.
@@ -46,9 +46,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller.client import Client
-from controller.errors import AlreadyExists, NotFound
-from controller.gvk import GVK
+from controller import envtest
+from controller.client.client import Client
+from controller.client.errors import AlreadyExists, NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import cluster_manager, install, kwok
@@ -83,7 +84,7 @@ class SdkUnavailable(Exception):
 
 def sdk_venv_dir() -> Path:
     """``<cache>/sdk-venv-<version>/``, next to the binaries (``TRAINER_CACHE_DIR`` moves both)."""
-    return Path(kwok.cache_dir()) / f"sdk-venv-{SDK_VERSION}"
+    return envtest.cache_directory() / f"sdk-venv-{SDK_VERSION}"
 
 
 def _venv_python(venv: Path) -> Path:

@@ -1,6 +1,6 @@
 """Kueue queues TrainJobs run by this controller: the e2e tier of the TrainJob integration of Kueue v0.17.
 
-A module fixture starts Kueue (``hack/cluster.py`` ``start_kueue``: the ``kueue`` binary built from
+A module fixture starts Kueue (``support.kueue.start_kueue``: the ``kueue`` binary built from
 ``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``, on the host, with the ``trainer.kubeflow.org/trainjob``
 integration and URL webhooks on 127.0.0.1) next to the Trainer manager, and stops it after the module (its
 webhook configurations removed); the ClusterQueue and ResourceFlavor the module made are deleted while Kueue
@@ -21,7 +21,7 @@ Covered, as Kueue's own e2e suite does for TrainJobs (kueue ``test/e2e/singleclu
   place; this controller still creates nothing for it and writes no status.
 
 The pods' timed lifecycle comes from kwok stages, and Kueue runs only on the kwok path
-(``hack/e2e_paths.py`` ``running_kueue``): on kind the module is skipped with the reason written there.
+(``support.e2e_paths.running_kueue``): on kind the module is skipped with the reason written there.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from typing import Any
 import pytest
 
 from controller import envtest
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 from runtime.api.views import TrainJobView
 from support import e2e_paths as paths

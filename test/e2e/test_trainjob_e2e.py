@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller.client import Client
+from controller.client.client import Client
 from runtime.api import constants
 from runtime.api.views import TrainJobView
 from support import e2e_paths as paths

@@ -63,9 +63,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller.client import Client
-from controller.errors import Conflict, Forbidden, NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import Conflict, Forbidden, NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 from support import e2e_trainjobs as e2e
 from support import install

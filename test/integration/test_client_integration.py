@@ -1,4 +1,4 @@
-"""controller.client against a real kube-apiserver (Tier 1): what the API server actually answers.
+"""controller.client.client against a real kube-apiserver (Tier 1): what the API server actually answers.
 
 Each test states a behaviour of the server that the client must expose faithfully: CRUD, pagination, watch
 ordering and bookmarks, 410 after compaction, server-side apply conflicts and forced ownership, the status
@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from controller import errors
-from controller.client import Client
+from controller.client import errors
+from controller.client.client import Client
+from controller.client.gvk import GVK
+from controller.client.transport import Transport
+from controller.client.watch import WatchEvent
 from controller.envtest import ControlPlane, namespaced_crd
-from controller.gvk import GVK
-from controller.transport import Transport
-from controller.watch import WatchEvent
 
 CM = GVK("", "v1", "ConfigMap")
 NS = GVK("", "v1", "Namespace")

@@ -1,10 +1,9 @@
 """Tier 1 smoke tests: the envtest control plane behaves like a real cluster where our controllers need it.
 
-Issue 2, item 5: create a namespace, install a CRD, server-side-apply one object with two field managers and
-observe the conflict, watch an event; plus the things other tests build on: ServiceAccount identities under
-RBAC, apiserver restarts and etcd compaction. The official ``kubernetes`` client is used on purpose: it
-proves the written kubeconfigs work with a client we did not write.
-"""
+The smoke test of the Tier 1 control plane: create a namespace, install a CRD, server-side-apply one object
+with two field managers and observe the conflict, watch an event; plus the things other tests build on:
+ServiceAccount identities under RBAC, apiserver restarts and etcd compaction. The official ``kubernetes``
+client is used on purpose: it proves the written kubeconfigs work with a client we did not write."""
 
 from __future__ import annotations
 

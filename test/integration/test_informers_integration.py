@@ -1,9 +1,9 @@
 """Informers and the informer cache against a real kube-apiserver (Tier 1).
 
-Issue 3: an informer sees create/update/delete in order; a watch broken by restarting kube-apiserver and one
-expired by etcd compaction both recover by relisting with no change lost; field index lookups over real
-objects. Each test builds its own client and informers and stops them (the leak check joins every thread).
-"""
+What is checked: an informer sees create/update/delete in order; a watch broken by restarting kube-apiserver
+and one expired by etcd compaction both recover by relisting with no change lost; field index lookups over
+real objects. Each test builds its own client and informers and stops them (the leak check joins every
+thread)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from controller.cache import ByObject, InformerCache
-from controller.client import Client
+from controller.cache.informer_cache import ByObject, InformerCache
+from controller.client.client import Client
+from controller.client.gvk import GVK
 from controller.envtest import ControlPlane
-from controller.gvk import GVK
 from controller.indexers import index_field
 from controller.informers.reflector import ListerWatcher, ListPageLike, Watch
 from controller.informers.shared_informer import SharedIndexInformer

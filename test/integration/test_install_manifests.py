@@ -36,10 +36,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from controller.envtest import Binaries, ControlPlane
-from controller.errors import NotFound
-from controller.gvk import GVK
 from support import install_manifests as install
 from support.rbac_probes import (
     FINALIZERS,

@@ -41,7 +41,7 @@ import pytest
 import structlog
 
 from controller import envtest
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import Binaries, ControlPlane
 from support import reliability, tier1
 
@@ -124,12 +124,7 @@ def admin(kubeconfig: Path) -> Iterator[Client]:
 def service_account_kubeconfig(
     control_plane: ControlPlane, admin: Client, envtest_binaries: Binaries
 ) -> Path:
-    install = reliability.install
-    kubectl = install.kubectl_beside(envtest_binaries.kube_apiserver)
-    if not kubectl.is_file():
-        pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
-    objects = install.kustomize_build(kubectl, install.DEFAULT_OVERLAY)
-    return Path(install.service_account_kubeconfig(control_plane, admin, objects))
+    return reliability.install.manager_kubeconfig(control_plane, admin, envtest_binaries)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import ControlPlane
 from support import reliability
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.transport import Transport
 from controller.envtest.certs import CertificateAuthority
-from controller.transport import Transport
 from support import faultproxy
 
 Fault = faultproxy.Fault

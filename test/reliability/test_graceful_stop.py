@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.client import Client
+from controller.client.client import Client
 from support import reliability
 
 BURST = 150
-GRACEFUL_TIMEOUT = 30.0  # controller.manager.ManagerOptions.graceful_shutdown_timeout, the binary's default
+GRACEFUL_TIMEOUT = 30.0  # ManagerOptions.graceful_shutdown_timeout (controller.manager.manager): the default
 
 
 def _made(admin: Client, namespace: str) -> dict[str, str]:

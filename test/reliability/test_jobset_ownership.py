@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
-from controller.reconcile import Request
+from controller.client.client import Client
+from controller.controller.reconcile import Request
 from support import reliability
 
 pytestmark = pytest.mark.allow_thread_leaks  # the module's manager outlives each test

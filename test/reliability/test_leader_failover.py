@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
 from support import reliability
 from support.toy_manager import worst_takeover
 

@@ -21,7 +21,7 @@ import orjson
 import pytest
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
 from support import rbac_probes, reliability
 
 HERE = Path(__file__).resolve().parent

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
 from support import reliability
 
 Fault = reliability.faultproxy.Fault

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
 from support import reliability, upstream
 
 HERE = Path(__file__).resolve().parent

@@ -6,8 +6,9 @@ requests (reads, writes, list, watch) with 429 ``Retry-After: 1``, 503 or 500 wh
 reconciled. Measured from the proxy's record of every request:
 
 - a request answered 429 is sent again no sooner than its Retry-After: the client itself retries a GET, and
-  a write too, after the Retry-After (``controller/client.py``). The GETs are those of TrainJobs settled
-  before the faults whose snapshots are then deleted: a cache miss for a TrainJob already built is confirmed
+  a write too, after the Retry-After (``controller/client/client.py``). The GETs are those of TrainJobs
+  settled before the faults whose snapshots are then deleted: a cache miss for a TrainJob already built is
+  confirmed
   live (a new TrainJob's is not: it reads nothing);
 - once every TrainJob has converged (faults still on), nothing but Events is written any more: failing
   requests do not keep a loop spinning; the request rate over the window is reported;
@@ -21,8 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from controller.client import Client
-from controller.errors import NotFound
+from controller.client.client import Client
+from controller.client.errors import NotFound
 from support import reliability
 
 Fault = reliability.faultproxy.Fault

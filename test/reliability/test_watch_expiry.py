@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import ControlPlane
 from support import reliability
 

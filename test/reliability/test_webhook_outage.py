@@ -12,8 +12,8 @@ test's namespace, so no other test meets them.
   call a new TLS connection) while the serving certificate is replaced several times (new key, same CA,
   files swapped by rename as a Secret volume does); every request is admitted, and after each rotation
   the server is seen serving the new certificate.
-- CA rotation under load: the product's :class:`~controller.certs.rotator.CertRotator` (its own thread, as
-  every replica runs it) manages the Secret, the certificate directory and both configurations'
+- CA rotation under load: the product's :class:`~controller.serving.certs.rotator.CertRotator` (its own
+  thread, as every replica runs it) manages the Secret, the certificate directory and both configurations'
   ``caBundle``, with lifetimes scaled down so that the CA falls within the lookahead one second after it
   was made (30 s CA and serving certificate, 29 s lookahead: the production rule, 10 years and 90 days,
   in seconds). Under the same load, the CA is replaced several times (a new CA, a serving certificate
@@ -43,19 +43,19 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import ExtensionOID
 
-from controller.certs.rotator import (
+from controller.client.client import Client
+from controller.client.errors import ApiError
+from controller.client.gvk import GVK
+from controller.envtest.certs import CertificateAuthority
+from controller.envtest.process import free_port
+from controller.manager.manager import Manager, ManagerOptions
+from controller.serving.certs.rotator import (
     CA_CERT_KEY,
     SECRET,
     CertRotator,
     RotatorOptions,
     WebhookConfigurationRef,
 )
-from controller.client import Client
-from controller.envtest.certs import CertificateAuthority
-from controller.envtest.process import free_port
-from controller.errors import ApiError
-from controller.gvk import GVK
-from controller.manager import Manager, ManagerOptions
 from controller.trainer.config import Configuration
 from controller.trainer.setup import cache_by_object, new_registry
 from controller.trainer.webhooks import TRAINJOB_DEFAULTER_PATH, TRAINJOB_VALIDATOR_PATH, setup_webhooks

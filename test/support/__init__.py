@@ -14,7 +14,8 @@ the same for itself. One concept a module:
   ``toy_manager`` (a toy controller process for the manager tests).
 - Tier 1 and the reliability suite: ``tier1`` (the control-plane fixtures), ``install_manifests`` (the
   shipped kustomize build), ``rbac_probes`` (the manager's requests and their grants), ``reliability``,
-  ``faultproxy``.
+  ``faultproxy``; ``crd_acceptance`` and ``trainer_webhooks`` (the fixtures and helpers that the split CRD
+  acceptance and webhook integration modules load with ``pytest_plugins``).
 - Objects and inputs the tiers share: ``trainer_objects``, ``e2e_trainjobs``, ``allreduce_runtime``,
   ``golden``, ``fakes``, ``scaling``, ``upstream_render``, ``helm``.
 - Generators whose output is committed and checked: ``crdgen`` (``hack/gen-crds.py``), ``plugin_docs``

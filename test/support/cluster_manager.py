@@ -22,9 +22,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.client.errors import ApiError, NotFound, TransportError
+from controller.client.gvk import GVK
 from controller.envtest.process import free_port
-from controller.errors import ApiError, NotFound, TransportError
-from controller.gvk import GVK
 from support import launcher
 from support.install import (
     INSTALL_FIELD_MANAGER,

@@ -60,6 +60,8 @@ from runtime.api.markers import (
     markers_of,
 )
 from runtime.api.v1alpha1 import ROOT_KINDS
+from runtime.api.views import copy_json
+from runtime.render import BlockDumper
 from support import thirdparty
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,7 +288,7 @@ def jobset_spec_schema(jobset_crd: Mapping[str, Any], version: str) -> dict[str,
     """`spec` of JobSet's CRD for `version`, descriptions included (a copy)."""
     for served in jobset_crd["spec"]["versions"]:
         if served["name"] == version:
-            return dict(json.loads(json.dumps(served["schema"]["openAPIV3Schema"]["properties"]["spec"])))
+            return dict(copy_json(served["schema"]["openAPIV3Schema"]["properties"]["spec"]))
     raise GenerationError(f"JobSet CRD has no version {version}")
 
 
@@ -573,20 +575,11 @@ def crd_file_name(cls: type) -> str:
     return f"{constants.GROUP}_{resource_of(cls).plural}.yaml"
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML with no anchors/aliases (each embedded schema is written out in full); strings of
-    several lines (descriptions) as literal blocks, so they read as written."""
+class _Dumper(BlockDumper):
+    """Block-style YAML with no anchors/aliases (each embedded schema is written out in full)."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
-
-
-def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
 
 
 def dump_yaml(document: Any) -> str:

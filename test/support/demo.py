@@ -20,9 +20,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from controller.client import Client
-from controller.errors import AlreadyExists, NoKindMatch, NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import AlreadyExists, NoKindMatch, NotFound
+from controller.client.gvk import GVK
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import TrainJobView

@@ -48,9 +48,9 @@ from typing import Any
 
 import yaml
 
-from controller.client import Client
-from controller.errors import ApiError, NotFound, TransportError
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import ApiError, NotFound, TransportError
+from controller.client.gvk import GVK
 from runtime.api import constants
 from support import cluster_manager, install, kueue, kwok, launcher
 from support.process import ClusterError

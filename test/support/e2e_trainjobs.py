@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from controller.client import Client
+from controller.client.client import Client
 from runtime.api import constants
 from runtime.api.views import TrainJobView
 from support import e2e_paths as paths
@@ -47,7 +47,7 @@ def trainer_api(client: Client) -> None:
 
 @pytest.fixture(scope="module")
 def manager(e2e_cluster: Any, trainer_api: None) -> Iterator[Any]:
-    """The manager as this cluster's path runs it (``hack/e2e_paths.py``): on kwok a host process this module
+    """The manager as this cluster's path runs it (``support.e2e_paths``): on kwok a host process this module
     starts and stops (or ``make demo``'s, on an external cluster), on kind the installed Deployment."""
     name = (
         os.environ.get("E2E_CLUSTER_NAME", "trainer-e2e-pytest") if e2e_cluster.owned else kwok.DEFAULT_NAME

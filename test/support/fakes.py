@@ -2,8 +2,12 @@
 `FakeCluster`, and a `FakeRecorder` for its events. Shared by the reconciler's unit tests
 (`test_trainjob_reconciler.py`) and its fuzz properties (`test/unit/fuzz/test_fuzz_reconciler.py`).
 
-What the fakes model: objects by key; an apply stores the body as given (with a `uid`); a status write
-applies its JSON merge patch (RFC 7386) to the stored status; a delete forgets the object. `fail_apply`
+`FakeCluster` satisfies the reconciler's protocols (`controller.interfaces.Reader`, `Writer` and
+`StatusWriter`); `FakeRecorder` its `Recorder`.
+
+What the fakes model: objects by key; an apply stores the body as given (with a `uid`); a patch applies its
+JSON merge patch (RFC 7386) to the stored object, a status write to the stored status; a delete forgets the
+object. `fail_apply`
 makes every apply fail; `fail_deletes` makes the next deletes fail, one exception each. Every write
 (attempted) is recorded in `FakeCluster.writes` and every read through the reader is counted in
 `FakeCluster.reads`.
@@ -18,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from runtime.framework import MemoryReader
 
 __all__ = ["CountingReader", "FakeCluster", "FakeRecorder", "apply_merge_patch"]
@@ -94,7 +98,13 @@ class FakeCluster:
         self.reader.add(stored)
         return stored
 
-    def patch_status(self, gvk: GVK, name: str, patch: Any, namespace: str | None = None, **_: Any) -> Any:
+    def patch(self, gvk: GVK, name: str, patch: Any, namespace: str | None = None) -> dict[str, Any]:
+        self.writes.append(("patch", gvk.kind, name))
+        updated = apply_merge_patch(self.get(gvk, name, namespace), patch)
+        self.reader.add(updated)
+        return dict(updated)
+
+    def patch_status(self, gvk: GVK, name: str, patch: Any, namespace: str | None = None) -> dict[str, Any]:
         self.writes.append(("status", gvk.kind, name))
         current = self.get(gvk, name, namespace)
         status = apply_merge_patch(current.get("status") or {}, patch["status"])

@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
-from controller.client import Client
-from controller.errors import NoKindMatch, NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import NoKindMatch, NotFound
+from controller.client.gvk import GVK
+from controller.envtest.kubeconfig import write_kubeconfig
 from runtime.api import constants
 from runtime.render import RenderError, load_documents
 from support.jobset import JOBSET_NAME_LABEL
@@ -49,7 +50,7 @@ OWNED_GVKS = (
 
 
 def connect(state: ClusterState) -> Client:
-    """A `controller.client.Client` for the cluster (close it when done)."""
+    """A `controller.client.client.Client` for the cluster (close it when done)."""
     return Client.load(state.kubeconfig, user_agent="support.install")
 
 
@@ -205,7 +206,4 @@ def service_account_kubeconfig(state: ClusterState, path: Path, *, hours: int = 
         "contexts": [{"name": user, "context": {"cluster": context["cluster"], "user": user}}],
         "current-context": user,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
+    return write_kubeconfig(path, config)

@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from controller.client import Client
-from controller.envtest import ControlPlane, eventually
+from controller.client.client import Client
+from controller.envtest import Binaries, ControlPlane, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"
@@ -111,3 +112,14 @@ def service_account_kubeconfig(
     finally:
         account.close()
     return path
+
+
+def manager_kubeconfig(control_plane: ControlPlane, admin: Client, binaries: Binaries) -> Path:
+    """The kubeconfig of the manager's ServiceAccount with ``config/default``'s RBAC installed
+    (:func:`service_account_kubeconfig`); skips the test when no kubectl sits beside kube-apiserver to build
+    the overlay. What the integration and reliability suites run the manager with."""
+    kubectl = kubectl_beside(binaries.kube_apiserver)
+    if not kubectl.is_file():
+        pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
+    objects = kustomize_build(kubectl, DEFAULT_OVERLAY)
+    return Path(service_account_kubeconfig(control_plane, admin, objects))

@@ -31,10 +31,10 @@ from typing import Any
 import yaml
 from cryptography import x509
 
+from controller.client.errors import ApiError, NotFound, TransportError
+from controller.client.gvk import GVK
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.process import free_port
-from controller.errors import ApiError, NotFound, TransportError
-from controller.gvk import GVK
 from runtime.api import constants
 from support import kwok, thirdparty
 from support.install import INSTALL_FIELD_MANAGER, TRAINER_CRD_DIR, connect, install_crds

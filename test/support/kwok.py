@@ -63,6 +63,7 @@ from typing import Any
 
 import yaml
 
+from controller.envtest.binaries import cache_directory
 from support import jobset, thirdparty
 from support.jobset import JOBSET_CRD
 from support.process import (
@@ -108,18 +109,9 @@ _STAGE_DELAY_OPTION = {
 # ------------------------------------------------------------------------------------------------ locations
 
 
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``."""
-    env = os.environ if environ is None else environ
-    if env.get("TRAINER_CACHE_DIR"):
-        return Path(env["TRAINER_CACHE_DIR"])
-    xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kubeflow-trainer-py"
-
-
 def kwok_workdir() -> Path:
     """``$KWOK_WORKDIR`` for every kwokctl call: kwokctl keeps clusters in ``<this>/clusters/<name>``."""
-    return cache_dir() / "kwok"
+    return cache_directory() / "kwok"
 
 
 def cluster_dir(name: str) -> Path:

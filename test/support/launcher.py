@@ -44,6 +44,7 @@ from typing import Any
 import orjson
 import yaml
 
+from controller.client.object import deep_copy
 from controller.envtest import process as envtest_process
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.errors import StartError
@@ -107,7 +108,7 @@ def configuration(
         raise ValueError(f"qps must be positive, got {qps}")
     if qps is not None and burst < 1:
         raise ValueError(f"burst must be at least 1, got {burst}")
-    config: dict[str, Any] = orjson.loads(orjson.dumps(base))  # a deep copy of plain data
+    config: dict[str, Any] = deep_copy(base)
     config["health"] = {**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{health_port}"}
     metrics: dict[str, Any] = {"bindAddress": "0" if metrics_port is None else f"127.0.0.1:{metrics_port}"}
     if secure_metrics is not None:

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from runtime.render import BlockDumper
+
 HAVE_PROC = Path("/proc/self").exists()
 PORT_RACE = re.compile(r"address already in use|bind: address|failed to listen", re.IGNORECASE)
 """What a component logs when another process took its port between our choice and its bind."""
@@ -193,20 +195,8 @@ def wait_for(
 # -------------------------------------------------------------------------------------------------- kubectl
 
 
-class _BlockStrings(yaml.SafeDumper):
-    """Dump multi-line strings (stage templates) as literal blocks, so the rendered file stays readable."""
-
-
-def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockStrings.add_representer(str, _block_str)
-
-
 def write_yaml(path: Path, documents: Sequence[Mapping[str, Any]]) -> Path:
     """Write ``documents`` to ``path`` (multi-line strings as literal blocks); return ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.dump_all(documents, Dumper=_BlockStrings, sort_keys=False))
+    path.write_text(yaml.dump_all(documents, Dumper=BlockDumper, sort_keys=False))
     return path

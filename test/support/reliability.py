@@ -34,14 +34,14 @@ from typing import Any
 
 import yaml
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 from controller.envtest import ControlPlane, eventually
 from controller.envtest.certs import CertificateAuthority
 from controller.envtest.kubeconfig import build_kubeconfig, write_kubeconfig
 from controller.envtest.process import free_port
-from controller.errors import NotFound
-from controller.gvk import GVK
-from controller.manager import Manager, ManagerOptions
+from controller.manager.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
 from support import faultproxy, launcher
 from support import install_manifests as install
@@ -272,7 +272,7 @@ def create_all(client: Client, objects: Iterable[Mapping[str, Any]]) -> int:
     """Create each object, retrying a refused or broken request (the API server may be restarting) until
     it exists; AlreadyExists means an earlier attempt went through (this loop's, or the client's own retry
     after a 429 or 5xx with Retry-After), so it counts as created. Returns the retries."""
-    from controller.errors import AlreadyExists, ApiError, TransportError
+    from controller.client.errors import AlreadyExists, ApiError, TransportError
 
     retries = 0
     for obj in objects:
@@ -411,7 +411,7 @@ class LeaseTimings:
         ``margin`` for a loaded machine: it sees the last renewal up to one jittered retry period late
         (jitter up to +120 %), then acquires at the first attempt after a lease duration, up to one more
         late (``test/integration/test_manager_integration.py``'s ``worst_takeover``, for any timings)."""
-        from controller.leaderelection import JITTER_FACTOR
+        from controller.manager.leaderelection import JITTER_FACTOR
 
         return self.lease_duration + 2 * self.retry_period * (1 + JITTER_FACTOR) + margin
 

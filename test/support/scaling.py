@@ -36,6 +36,7 @@ from typing import Any, Final, cast
 import orjson
 
 from controller.clock import FakeClock
+from controller.serving.webhook.admission import Webhook
 from controller.trainer.setup import new_registry
 from controller.trainer.webhooks import (
     Schemas,
@@ -43,7 +44,6 @@ from controller.trainer.webhooks import (
     TrainJobDefaulter,
     TrainJobValidator,
 )
-from controller.webhook.admission import Webhook
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
 from runtime.core import RuntimeRegistry

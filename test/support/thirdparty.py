@@ -45,6 +45,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.envtest.binaries import cache_directory
+
 HACK = Path(__file__).resolve().parents[2] / "hack"
 VERSIONS_FILE = HACK / "versions.env"
 
@@ -119,16 +121,6 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
     return versions
 
 
-def cache_dir() -> Path:
-    """``$TRAINER_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/kubeflow-trainer-py``.
-
-    The convention of support.kwok and hack/build-binaries.sh.
-    """
-    if os.environ.get("TRAINER_CACHE_DIR"):
-        return Path(os.environ["TRAINER_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubeflow-trainer-py"
-
-
 def _go(args: list[str], cwd: Path, what: str) -> None:
     """Run ``go <args>`` in ``cwd`` (its own module, no workspace); a failure is a ThirdPartyError."""
     go = shutil.which("go")
@@ -153,7 +145,9 @@ def generated_crd_path(crd: GeneratedCRD, versions: dict[str, str]) -> Path:
     into a private directory and renames the file into place, so concurrent runs cannot see half a file.
     """
     version, generator = versions[crd.version_key], versions[crd.generator_key]
-    target_dir = cache_dir() / "crds" / f"{crd.module.replace('/', '_')}@{version}+controller-gen@{generator}"
+    target_dir = (
+        cache_directory() / "crds" / f"{crd.module.replace('/', '_')}@{version}+controller-gen@{generator}"
+    )
     target = target_dir / crd.file
     if target.is_file():
         return target

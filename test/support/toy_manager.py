@@ -6,7 +6,7 @@ copies the message to ``status.observedMessage``. It owns those ConfigMaps (a de
 
 With ``--leader-election`` only the lease holder reconciles. Logs are JSON lines on stderr; each reconcile
 logs ``toy.reconciled``. Exit status: 0 after SIGTERM/SIGINT, 1 when the lease was lost (as every
-controller built on ``controller.manager`` must do), 2 on a start-up failure.
+controller built on ``controller.manager.manager`` must do), 2 on a start-up failure.
 
 Usage: ``python test/support/toy_manager.py --kubeconfig K --namespace NS --identity ID [--leader-election]``
 """
@@ -19,14 +19,14 @@ from typing import Any
 
 import structlog
 
-from controller.builder import ControllerBuilder
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
-from controller.leaderelection import JITTER_FACTOR
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
+from controller.controller.builder import ControllerBuilder
+from controller.controller.reconcile import Request, Result
 from controller.logging import configure
-from controller.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
-from controller.reconcile import Request, Result
+from controller.manager.leaderelection import JITTER_FACTOR
+from controller.manager.manager import LeaderElectionLost, Manager, ManagerError, ManagerOptions
 
 # The lease timings of main() below (production's lease duration and renew deadline), and the slack a loaded
 # 2-core machine needs on top of the algorithm's worst case: process scheduling, API latency, the polling.

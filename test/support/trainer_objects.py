@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.client import Client
-from controller.errors import NotFound
-from controller.gvk import GVK
+from controller.client.client import Client
+from controller.client.errors import NotFound
+from controller.client.gvk import GVK
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 TRAINING_RUNTIME = GVK("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")
@@ -68,6 +68,20 @@ def runtime(
     if pod_group_policy is not None:
         spec["podGroupPolicy"] = dict(pod_group_policy)
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def torch_runtime(namespace: str, name: str = "alpha", **ml: Any) -> dict[str, Any]:
+    """A one-job Torch TrainingRuntime: a 100-node trainer, with `ml` merged into its `mlPolicy`."""
+    return runtime(
+        namespace,
+        name,
+        job(
+            "node",
+            container(image="test:runtime", command=["runtime"], resources=REQUESTS),
+            ancestor="trainer",
+        ),
+        ml_policy={"numNodes": 100, "torch": {}, **ml},
+    )
 
 
 def alpha_runtime(namespace: str, name: str = "alpha") -> dict[str, Any]:
@@ -168,7 +182,12 @@ def alpha_trainjob(namespace: str, name: str = "alpha", runtime_name: str = "alp
     )
 
 
-# --- reads and JobSet status -----------------------------------------------------------------------------
+# --- writes, reads and JobSet status ----------------------------------------------------------------------
+
+
+def create(client: Client, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Create `obj` as the test's user."""
+    return client.create(dict(obj), field_manager=USER)
 
 
 def get(client: Client, gvk: GVK, name: str, namespace: str | None) -> dict[str, Any]:

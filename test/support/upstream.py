@@ -51,6 +51,7 @@ from typing import Any
 
 import yaml
 
+from controller.envtest.binaries import cache_directory
 from controller.envtest.process import free_port
 from support import launcher, thirdparty
 from support.launcher import ManagerHandle
@@ -82,7 +83,7 @@ def binary_path(version: str | None = None) -> Path:
     """``<cache>/bin/trainer-<version>/trainer-controller-manager`` (``TRAINER_VERSION`` by default);
     raises UpstreamError naming the build command when it is not there."""
     version = version or thirdparty.read_versions()["TRAINER_VERSION"]
-    path = Path(thirdparty.cache_dir()) / "bin" / f"trainer-{version}" / BINARY_NAME
+    path = cache_directory() / "bin" / f"trainer-{version}" / BINARY_NAME
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise UpstreamError(f"{path} is missing: build it with `bash hack/build-binaries.sh trainer`")
     return path

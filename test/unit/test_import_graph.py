@@ -10,6 +10,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import grimp
 import pytest
@@ -84,11 +85,11 @@ def test_no_import_cycles_inside_the_package(package: str) -> None:
     )
 
 
-def _contract(name_starts_with: str) -> list[str]:
+def _contract(name_starts_with: str) -> dict[str, Any]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     for contract in config["tool"]["importlinter"]["contracts"]:
         if contract["name"].startswith(name_starts_with):
-            return list(contract["source_modules"])
+            return dict(contract)
     raise AssertionError(f"no import-linter contract named {name_starts_with!r}...")
 
 
@@ -102,20 +103,37 @@ def _uncovered(listed: Iterable[str], exempt: Iterable[str]) -> list[str]:
     )
 
 
+def _layered() -> list[str]:
+    layers = _contract("controller/ is layered")["layers"]
+    return [name.strip() for layer in layers for name in layer.replace(":", "|").split("|")]
+
+
+def test_every_package_of_controller_is_in_the_layers_contract() -> None:
+    assert _uncovered(_layered(), []) == [], "add the new package to the layers contract in pyproject.toml"
+
+
 def test_every_generic_module_is_in_the_never_imports_runtime_contract() -> None:
-    listed = _contract("generic machinery in controller/ never imports runtime/")
+    listed = _contract("generic machinery in controller/ never imports runtime/")["source_modules"]
     assert _uncovered(listed, [TRAINER]) == [], "add the new module to the contract in pyproject.toml"
 
 
 def test_every_generic_module_but_the_transport_is_in_the_kubernetes_contract() -> None:
-    listed = _contract("only controller/transport.py imports the kubernetes package")
-    assert _uncovered(listed, [TRAINER, "controller.transport"]) == [], (
+    contract = _contract("only controller/client/transport.py imports the kubernetes package")
+    assert _uncovered(contract["source_modules"], [TRAINER]) == [], (
         "add the new module to the contract in pyproject.toml"
     )
+    assert contract["ignore_imports"] == ["controller.client.transport -> kubernetes"]
 
 
 def test_the_contracts_name_only_modules_that_exist() -> None:
     graph = grimp.build_graph("controller")
-    for name in ("generic machinery", "only controller/transport.py"):
-        missing = [m for m in _contract(name) if m not in graph.modules]
+    named = {
+        "generic machinery": _contract("generic machinery")["source_modules"],
+        "only controller/client/transport.py": _contract("only controller/client/transport.py")[
+            "source_modules"
+        ],
+        "layers": _layered(),
+    }
+    for name, modules in named.items():
+        missing = [m for m in modules if m not in graph.modules]
         assert missing == [], f"{name}: stale entries {missing}"

@@ -63,7 +63,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from controller.gvk import GVK
+from controller.client.gvk import GVK
 
 REPO = Path(__file__).resolve().parents[3]
 OUR_CONFIG = REPO / "config" / "manager" / "controller_manager_config.yaml"

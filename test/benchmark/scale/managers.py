@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from benchmark.scale import CONTROLLER, COSCHEDULING_RUNTIME, CRD_DIR, FIELD_MANAGER, NAMESPACE, RUNTIME_FILE
 from benchmark.scale.metrics import RequestKey, apiserver_requests, parse_prometheus
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.object import deep_copy
 from controller.envtest import ControlPlane, find_binaries
 from controller.envtest.process import free_port
 from support import launcher, thirdparty, upstream
@@ -137,7 +137,7 @@ class Session:
 
 def coscheduling_runtime(runtime: Mapping[str, Any]) -> dict[str, Any]:
     """``runtime`` renamed, with ``podGroupPolicy.coscheduling`` (a PodGroup per TrainJob)."""
-    copy: dict[str, Any] = orjson.loads(orjson.dumps(runtime))
+    copy: dict[str, Any] = deep_copy(runtime)
     copy["metadata"] = {"name": COSCHEDULING_RUNTIME}
     copy["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
     return copy

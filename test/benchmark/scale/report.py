@@ -35,7 +35,7 @@ def ratio(ours: float | None, upstream: float | None) -> float | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
-    """One target of issue 11 and whether this run met it."""
+    """One target of the scale benchmark (docs/performance/) and whether this run met it."""
 
     name: str
     wanted: str

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from benchmark.scale import (
@@ -55,6 +54,7 @@ from benchmark.scale.workloads import (
     wait_settled,
     wait_workers_started,
 )
+from controller.client.object import deep_copy
 from runtime.render import Document, RenderOptions
 from runtime.render import render as render_objects
 
@@ -371,7 +371,7 @@ def run_ceiling(session: Session, n: int) -> dict[str, Any]:
     for threads in (8, 16):
         objects = []
         for i in range(n):
-            obj: dict[str, Any] = orjson.loads(orjson.dumps(template))
+            obj: dict[str, Any] = deep_copy(template)
             obj["metadata"]["name"] = f"ceiling{threads}-{i:05d}"
             objects.append(obj)
         own_cpu = time.process_time()

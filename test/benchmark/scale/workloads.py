@@ -13,8 +13,8 @@ from typing import Any
 from benchmark.scale import CONTROLLER, CREATE_THREADS, NAMESPACE, RUNTIME
 from benchmark.scale.managers import Session, workers_started_at
 from benchmark.scale.metrics import Sample, metric_sum, parse_prometheus
-from controller.errors import ApiError, Gone, TransportError, WatchTimeout
-from controller.gvk import GVK
+from controller.client.errors import ApiError, Gone, TransportError, WatchTimeout
+from controller.client.gvk import GVK
 
 
 def trainjob(name: str, runtime: str = RUNTIME) -> dict[str, Any]:

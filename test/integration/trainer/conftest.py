@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from controller import envtest
-from controller.client import Client
+from controller.client.client import Client
 from controller.envtest import Binaries, ControlPlane
-from controller.manager import Manager, ManagerOptions
+from controller.manager.manager import Manager, ManagerOptions
 from controller.trainer.setup import TrainerControllers, cache_by_object, new_registry, setup_with_manager
 from support import install_manifests as _install
 
@@ -63,11 +63,7 @@ def client(kubeconfig: Path) -> Iterator[Client]:
 def service_account_kubeconfig(
     control_plane: ControlPlane, client: Client, envtest_binaries: Binaries
 ) -> Path:
-    kubectl = _install.kubectl_beside(envtest_binaries.kube_apiserver)
-    if not kubectl.is_file():
-        pytest.skip(f"no kubectl beside kube-apiserver ({kubectl}) to build config/default")
-    objects = _install.kustomize_build(kubectl, _install.DEFAULT_OVERLAY)
-    return Path(_install.service_account_kubeconfig(control_plane, client, objects))
+    return _install.manager_kubeconfig(control_plane, client, envtest_binaries)
 
 
 @pytest.fixture(scope="module")

@@ -32,13 +32,13 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from controller import errors
-from controller.certs.rotator import CertRotator
-from controller.client import Client
+from controller.client import errors
+from controller.client.client import Client
+from controller.client.gvk import GVK
 from controller.clock import FakeClock
 from controller.envtest import ControlPlane, eventually
-from controller.gvk import GVK
-from controller.manager import Manager, ManagerOptions
+from controller.manager.manager import Manager, ManagerOptions
+from controller.serving.certs.rotator import CertRotator
 from controller.trainer.certificates import metrics_serving, setup_certificates
 from controller.trainer.config import Configuration, ControllerMetrics
 

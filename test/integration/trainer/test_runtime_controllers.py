@@ -1,4 +1,4 @@
-"""The TrainingRuntime and ClusterTrainingRuntime controllers against a real kube-apiserver: upstream's §7.2
+"""The TrainingRuntime and ClusterTrainingRuntime controllers against a real kube-apiserver: upstream's
 scenarios (`test/integration/controller/{trainingruntime,clustertrainingruntime}_controller_test.go`), and the
 legacy finalizer of Trainer ≤ v2.2 being stripped.
 """
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.client import Client
+from controller.client.client import Client
 from support import trainer_objects as _objects
 
 pytestmark = pytest.mark.allow_thread_leaks

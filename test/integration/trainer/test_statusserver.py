@@ -1,5 +1,5 @@
-"""The status server against the Tier 1 API server: trainer-behavior §7.4 (#98-#102; upstream's
-test/integration/statusserver/server_test.go) and the token checks, with real TokenReviews of tokens from
+"""The status server against the Tier 1 API server: upstream's scenarios
+(test/integration/statusserver/server_test.go) and the token checks, with real TokenReviews of tokens from
 the TokenRequest API.
 
 Upstream starts the server with a permissive authorizer; here the real one runs, so every request carries
@@ -33,12 +33,12 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from controller.authentication import CachingAuthenticator, TokenReviewAuthenticator
-from controller.certwatcher import CertWatcher
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.errors import NotFound
 from controller.envtest import ControlPlane
 from controller.envtest.certs import CertificateAuthority
-from controller.errors import NotFound
+from controller.serving.authentication import CachingAuthenticator, TokenReviewAuthenticator
+from controller.serving.certwatcher import CertWatcher
 from controller.trainer.config import Configuration
 from controller.trainer.kinds import TRAINJOB
 from controller.trainer.statusserver import StatusHandler, StatusServer, client_for

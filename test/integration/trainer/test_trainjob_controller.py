@@ -1,6 +1,7 @@
-"""The TrainJob controller against a real kube-apiserver: upstream's §7.1 scenarios, each named by its
-number in the behaviour notes (upstream `test/integration/controller/trainjob_controller_test.go`), plus what
-the port adds (no writes in steady state, runtime created after its TrainJob, label-narrowed caches).
+"""The TrainJob controller against a real kube-apiserver: upstream's scenarios (upstream
+`test/integration/controller/trainjob_controller_test.go`), for the objects and conditions of every ML
+policy. The active deadline, the runtime snapshots and what the port adds have modules of their own
+(`test_trainjob_controller_*.py`).
 
 The manager runs in this process exactly as in production (its informers, five TrainJob workers, leader
 election). Tier 1 has no JobSet controller and no garbage collector: the tests write JobSet status.
@@ -8,29 +9,21 @@ election). Tier 1 has no JobSet controller and no garbage collector: the tests w
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from controller.client import Client
-from controller.envtest import ControlPlane
-from controller.reconcile import Request
+from controller.client.client import Client
 from support import trainer_objects as _objects
 
-CLUSTER_TRAINING_RUNTIME = _objects.CLUSTER_TRAINING_RUNTIME
 CONFIGMAP = _objects.CONFIGMAP
-EVENT = _objects.EVENT
 JOBSET = _objects.JOBSET
 POD_GROUP = _objects.POD_GROUP
 REQUESTS = _objects.REQUESTS
 SECRET = _objects.SECRET
-TRAINING_RUNTIME = _objects.TRAINING_RUNTIME
 TRAINJOB = _objects.TRAINJOB
-USER = _objects.USER
 Eventually = _objects.Eventually
 absent = _objects.absent
 alpha_runtime = _objects.alpha_runtime
@@ -45,7 +38,9 @@ pod_spec = _objects.pod_spec
 replicated_jobs = _objects.replicated_jobs
 runtime = _objects.runtime
 set_jobset_status = _objects.set_jobset_status
+torch_runtime = _objects.torch_runtime
 trainjob = _objects.trainjob
+_create = _objects.create
 
 pytestmark = pytest.mark.allow_thread_leaks
 
@@ -53,28 +48,11 @@ COMPLETED = jobset_condition("Completed", "AllJobsCompleted", "jobset completed 
 FAILED = jobset_condition("Failed", "FailedJobs", "jobset failed due to one or more job failures")
 
 
-def _create(client: Client, obj: Mapping[str, Any]) -> dict[str, Any]:
-    return client.create(dict(obj), field_manager=USER)
-
-
 def _env(pod: Mapping[str, Any], container_name: str = "node") -> list[tuple[str, Any]]:
     for c in pod.get("containers", []) + pod.get("initContainers", []):
         if c["name"] == container_name:
             return [(e["name"], e.get("value", e.get("valueFrom"))) for e in c.get("env") or []]
     raise AssertionError(f"no container {container_name}")
-
-
-def torch_runtime(namespace: str, name: str = "alpha", **ml: Any) -> dict[str, Any]:
-    return runtime(
-        namespace,
-        name,
-        job(
-            "node",
-            container(image="test:runtime", command=["runtime"], resources=REQUESTS),
-            ancestor="trainer",
-        ),
-        ml_policy={"numNodes": 100, "torch": {}, **ml},
-    )
 
 
 # --- PlainML ------------------------------------------------------------------------------------------------
@@ -179,7 +157,7 @@ def test_3_update_jobset_when_trainjob_is_suspended(
     assert get(client, POD_GROUP, "alpha", namespace)["spec"] == pod_group_before
 
     # The trainer is immutable (CEL): refused by the API server as Invalid.
-    from controller.errors import Invalid
+    from controller.client.errors import Invalid
 
     with pytest.raises(Invalid):
         client.patch(TRAINJOB, "alpha", {"spec": {"trainer": {"image": "test:changed"}}}, namespace)
@@ -497,92 +475,6 @@ def test_10_create_trainjob_with_openmpi_training_runtime(
         assert obj["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
 
 
-# --- Timeouts ---------------------------------------------------------------------------------------------
-
-
-def _mock_runtime(client: Client) -> None:
-    spec = runtime(None, "mock-deadline", job("node", container(image="test:runtime"), ancestor="trainer"))
-    try:
-        _create(client, spec)
-    except Exception as exc:
-        if "already exists" not in str(exc):
-            raise
-
-
-def _deadline_exceeded(client: Client, namespace: str) -> bool:
-    return any(c[2] == "DeadlineExceeded" for c in conditions(get(client, TRAINJOB, "tj", namespace)))
-
-
-def test_13_fail_with_deadline_exceeded_when_active_deadline_expires(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    _mock_runtime(client)
-    _create(
-        client,
-        trainjob(namespace, "tj", "mock-deadline", kind="ClusterTrainingRuntime", activeDeadlineSeconds=1),
-    )
-
-    def expired() -> None:
-        got = get(client, TRAINJOB, "tj", namespace)
-        assert ("Failed", "True", "DeadlineExceeded", "TrainJob exceeded its active deadline") in conditions(
-            got
-        )
-        assert absent(client, JOBSET, "tj", namespace)
-
-    eventually(expired, timeout=20)
-
-
-@pytest.mark.parametrize("suspend", [False, True], ids=["14-not-exceeded", "15-suspended"])
-def test_14_15_no_deadline_exceeded_before_the_deadline_or_while_suspended(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually, suspend: bool
-) -> None:
-    _mock_runtime(client)
-    seconds = 1 if suspend else 3600
-    _create(
-        client,
-        trainjob(
-            namespace,
-            "tj",
-            "mock-deadline",
-            kind="ClusterTrainingRuntime",
-            activeDeadlineSeconds=seconds,
-            suspend=suspend,
-        ),
-    )
-    eventually(lambda: get(client, JOBSET, "tj", namespace), timeout=20)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        assert not _deadline_exceeded(client, namespace)
-        time.sleep(0.25)
-
-
-def test_16_reset_deadline_timer_upon_resume(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    _mock_runtime(client)
-    _create(
-        client,
-        trainjob(
-            namespace,
-            "tj",
-            "mock-deadline",
-            kind="ClusterTrainingRuntime",
-            activeDeadlineSeconds=2,
-            suspend=True,
-        ),
-    )
-    eventually(lambda: get(client, JOBSET, "tj", namespace), timeout=20)
-    time.sleep(2.5)  # longer than the deadline: suspended time does not count
-    assert not _deadline_exceeded(client, namespace)
-    client.patch(TRAINJOB, "tj", {"spec": {"suspend": False}}, namespace)
-
-    def expired() -> None:
-        assert _deadline_exceeded(client, namespace)
-        assert absent(client, JOBSET, "tj", namespace)
-
-    eventually(expired, timeout=20)
-
-
 # --- JAX, XGBoost, Flux -----------------------------------------------------------------------------------
 
 
@@ -656,284 +548,3 @@ def test_23_create_trainjob_with_flux_training_runtime(
     assert {"entrypoint.sh", "init.sh"} <= set(entrypoint["data"])
     curve = eventually(lambda: get(client, SECRET, "alpha-flux-curve", namespace), timeout=30)
     assert "curve.cert" in curve["data"]
-
-
-# --- Runtime snapshots ------------------------------------------------------------------------------------
-
-
-def test_26_snapshot_configmap_for_a_training_runtime(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    _create(client, alpha_runtime(namespace))
-    created = _create(client, alpha_trainjob(namespace))
-    snapshot = eventually(lambda: get(client, CONFIGMAP, "alpha-runtime-snapshot", namespace), timeout=20)
-    assert snapshot["metadata"]["ownerReferences"] == [
-        {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "name": "alpha",
-            "uid": created["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-    assert "kind: TrainingRuntime" in snapshot["data"]["runtime"]
-    assert "name: alpha" in snapshot["data"]["runtime"]
-
-
-def test_27_snapshot_configmap_for_a_cluster_training_runtime(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    name = f"ctr-{namespace[-12:]}"
-    cluster = alpha_runtime("unused", name)
-    del cluster["metadata"]["namespace"]
-    cluster["kind"] = "ClusterTrainingRuntime"
-    _create(client, cluster)
-    try:
-        tj = alpha_trainjob(namespace, runtime_name=name)
-        tj["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
-        _create(client, tj)
-        snapshot = eventually(lambda: get(client, CONFIGMAP, "alpha-runtime-snapshot", namespace), timeout=20)
-        assert "kind: ClusterTrainingRuntime" in snapshot["data"]["runtime"]
-        assert f"name: {name}" in snapshot["data"]["runtime"]
-    finally:
-        client.delete(CLUSTER_TRAINING_RUNTIME, name)
-
-
-def test_28_use_the_snapshot_rather_than_the_current_runtime(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    marked = alpha_runtime(namespace)
-    marked["spec"]["template"]["metadata"] = {"labels": {"snapshot-test-marker": "snapshot-v1"}}
-    _create(client, marked)
-    _create(client, alpha_trainjob(namespace))
-    jobset = eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=20)
-    assert jobset["metadata"]["labels"]["snapshot-test-marker"] == "snapshot-v1"
-    snapshot_before = get(client, CONFIGMAP, "alpha-runtime-snapshot", namespace)["data"]
-
-    client.patch(
-        TRAINING_RUNTIME,
-        "alpha",
-        {"spec": {"template": {"metadata": {"labels": {"snapshot-test-marker": "snapshot-v2"}}}}},
-        namespace,
-    )
-    client.patch(TRAINJOB, "alpha", {"spec": {"suspend": False}}, namespace)
-
-    def resumed_on_v1() -> None:
-        got = get(client, JOBSET, "alpha", namespace)
-        assert got["spec"]["suspend"] is False
-        assert got["metadata"]["labels"]["snapshot-test-marker"] == "snapshot-v1"
-
-    eventually(resumed_on_v1, timeout=20)
-    assert get(client, CONFIGMAP, "alpha-runtime-snapshot", namespace)["data"] == snapshot_before
-
-
-def test_29_create_snapshots_for_pre_existing_trainjobs(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    _create(client, alpha_runtime(namespace))
-    _create(client, alpha_trainjob(namespace))
-    eventually(lambda: get(client, CONFIGMAP, "alpha-runtime-snapshot", namespace), timeout=20)
-    client.delete(CONFIGMAP, "alpha-runtime-snapshot", namespace)
-    client.patch(TRAINJOB, "alpha", {"metadata": {"annotations": {"touch": "1"}}}, namespace)
-    snapshot = eventually(lambda: get(client, CONFIGMAP, "alpha-runtime-snapshot", namespace), timeout=20)
-    assert "runtime" in snapshot["data"]
-
-
-# --- what the port adds -----------------------------------------------------------------------------------
-
-
-def test_a_trainjob_created_before_its_runtime_is_reconciled_when_the_runtime_appears(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    _create(client, alpha_trainjob(namespace))
-
-    def failed_often() -> None:
-        # The Warning event's count is the number of failed reconciles. After 12, the per-item backoff
-        # (5 ms doubling) is past 10 s: a JobSet within 5 s of the runtime's creation is not the retry.
-        events = [
-            e for e in client.list(EVENT, namespace).items if e["reason"] == "TrainJobResourcesCreationFailed"
-        ]
-        assert events and events[0].get("count", 1) >= 12, [e.get("count") for e in events]
-
-    # 12 failures take about 10 s of backoff; the rest is a loaded machine's slack.
-    eventually(failed_often, timeout=120, interval=0.5)
-    _create(client, alpha_runtime(namespace))
-    eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=5)
-
-
-def test_a_burst_of_trainjobs_is_reconciled_without_a_single_error(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    # Upstream reads the JobSet it has just applied from its cache, which has not seen it: about a third of
-    # its reconciles in a burst fail with NotFound. Here the status step reads what the apply returned. The
-    # metric has no namespace, so count the reason only a burst could produce (other modules' TrainJobs fail
-    # for their own reasons meanwhile), and the Warning events of this namespace.
-    from controller.metrics import REGISTRY
-
-    def status_failures() -> float:
-        value = REGISTRY.get_sample_value(
-            "kubeflow_trainer_reconcile_failures_total", {"reason": "JobSetStatusFailed"}
-        )
-        return value or 0.0
-
-    _create(client, torch_runtime(namespace))
-    before = status_failures()
-    names = [f"burst-{i}" for i in range(30)]
-    for name in names:
-        _create(client, trainjob(namespace, name, "alpha", trainer={"numNodes": 2}))
-
-    def all_jobsets() -> None:
-        have = {j["metadata"]["name"] for j in client.list(JOBSET, namespace).items}
-        assert set(names) <= have, sorted(set(names) - have)
-
-    eventually(all_jobsets, timeout=60, interval=0.5)
-    assert status_failures() == before
-    warnings = [e["message"] for e in client.list(EVENT, namespace).items if e["type"] == "Warning"]
-    assert warnings == []
-
-
-def test_an_unsupported_runtime_kind_is_a_persisted_failure(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    odd = trainjob(namespace, "odd", "whatever", kind="SomethingElse")
-
-    def failed() -> None:
-        assert conditions(get(client, TRAINJOB, "odd", namespace)) == [
-            (
-                "Failed",
-                "True",
-                "TrainingRuntimeNotSupported",
-                "unsupported runtime: SomethingElse.trainer.kubeflow.org",
-            )
-        ]
-
-    _create(client, odd)
-    eventually(failed, timeout=20)
-    assert absent(client, JOBSET, "odd", namespace)
-
-
-def test_a_tampered_snapshot_fails_only_its_trainjob_with_a_warning(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    _create(client, alpha_runtime(namespace))
-    _create(client, alpha_trainjob(namespace))
-    eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=20)
-    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
-        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
-    )
-    client.patch(CONFIGMAP, "alpha-runtime-snapshot", {"data": {"runtime": bomb}}, namespace)
-    client.patch(TRAINJOB, "alpha", {"metadata": {"annotations": {"touch": "1"}}}, namespace)
-
-    def warned() -> None:
-        events = [
-            e
-            for e in client.list(EVENT, namespace).items
-            if e["reason"] == "TrainJobResourcesCreationFailed" and "snapshot" in e["message"]
-        ]
-        assert events, "no warning about the snapshot yet"
-        assert len(events[0]["message"]) < 1100
-
-    eventually(warned, timeout=20)
-    # The manager is alive and serves other TrainJobs.
-    _create(client, alpha_trainjob(namespace, name="beta"))
-    eventually(lambda: get(client, JOBSET, "beta", namespace), timeout=20)
-
-
-def _apiserver_writes(control_plane: ControlPlane) -> dict[str, float]:
-    """The API server's own count of successful writes, by resource (`apiserver_request_total`)."""
-    body = control_plane.admin_request("GET", "/metrics").body
-    text = body.decode() if isinstance(body, bytes) else str(body)
-    writes: dict[str, float] = {}
-    pattern = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
-    for line in text.splitlines():
-        match = pattern.match(line)
-        if not match:
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
-        # Successful writes only: TrainJobs of earlier tests live on in namespaces that Tier 1 (no namespace
-        # controller) leaves Terminating, and their retried applies are refused there (403) meanwhile.
-        successful = labels.get("code", "").startswith("2")
-        if successful and labels.get("verb") in _WRITE_VERBS:
-            key = labels.get("resource", "") + (
-                "/" + labels["subresource"] if labels.get("subresource") else ""
-            )
-            writes[key] = writes.get(key, 0.0) + float(match.group(2))
-    return writes
-
-
-@pytest.mark.parametrize("suspend", [True, False], ids=["suspended", "running"])
-def test_a_steady_state_reconcile_makes_no_write(  # noqa: PLR0917 - fixtures and parameters
-    trainer: Any,
-    client: Client,
-    namespace: str,
-    eventually: Eventually,
-    control_plane: ControlPlane,
-    suspend: bool,
-) -> None:
-    launcher = job("launcher", container(image="test:runtime"))
-    node = job("node", container(image="test:runtime"), ancestor="trainer")
-    _create(client, runtime(namespace, "mpi", launcher, node, ml_policy={"numNodes": 1, "mpi": {}}))
-    _create(client, trainjob(namespace, "alpha", "mpi", suspend=suspend, trainer={"numNodes": 2}))
-    eventually(lambda: get(client, CONFIGMAP, "alpha-mpi-hostfile", namespace), timeout=20)
-
-    def settled() -> None:
-        got = get(client, TRAINJOB, "alpha", namespace)
-        if suspend:
-            assert conditions(got)
-        trainer.controllers.trainjob.reconcile(Request(namespace=namespace, name="alpha"))
-        events_before = _events(client, namespace)
-        before = _apiserver_writes(control_plane)
-        for _ in range(3):
-            trainer.controllers.trainjob.reconcile(Request(namespace=namespace, name="alpha"))
-        after = _apiserver_writes(control_plane)
-        ours = {
-            k: after[k] - before.get(k, 0) for k in after if k in _WATCHED and after[k] != before.get(k, 0)
-        }
-        assert ours == {}
-        assert _events(client, namespace) == events_before
-
-    eventually(settled, timeout=20)
-
-
-_WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE", "CREATE", "UPDATE")
-_WATCHED = {"jobsets", "configmaps", "secrets", "trainjobs", "trainjobs/status", "podgroups"}
-# Not "events": earlier tests' TrainJobs keep failing in Terminating namespaces, and the recorder's patches of
-# their existing events succeed there. This test's own events are compared in its namespace instead.
-
-
-def _events(client: Client, namespace: str) -> dict[str, int]:
-    return {e["metadata"]["name"]: e.get("count", 1) for e in client.list(EVENT, namespace).items}
-
-
-def test_no_configmap_or_secret_without_our_label_enters_the_cache(
-    trainer: Any, client: Client, namespace: str, eventually: Eventually
-) -> None:
-    client.create(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "foreign", "namespace": namespace}},
-        field_manager=USER,
-    )
-    client.create(
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "foreign", "namespace": namespace}},
-        field_manager=USER,
-    )
-    _create(client, alpha_runtime(namespace))
-    _create(client, alpha_trainjob(namespace))
-    eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=20)
-    informers = trainer.manager.cache.informers()  # type: ignore[attr-defined]
-    label = "trainer.kubeflow.org/trainjob-name"
-    for gvk in (CONFIGMAP, SECRET):
-        cached = informers[gvk].get_store().list()
-        assert all(label in (o["metadata"].get("labels") or {}) for o in cached), gvk
-    snapshots = [o["metadata"]["name"] for o in informers[CONFIGMAP].get_store().list()]
-    assert "foreign" not in snapshots
-
-
-def test_metrics_show_the_trainer_families(trainer: Any, client: Client, namespace: str) -> None:
-    host, port = trainer.manager.metrics_address  # type: ignore[misc]
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
-        body = response.read().decode()
-    assert 'controller_runtime_max_concurrent_reconciles{controller="trainjob_controller"} 5.0' in body
-    assert "kubeflow_trainer_trainjobs" in body
-    assert "kubeflow_trainer_trainjob_jobset_creation_seconds" in body

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from controller.cache import InformerCache
+from controller.cache.informer_cache import InformerCache
+from controller.client.gvk import GVK
 from controller.clock import FakeClock
-from controller.gvk import GVK
 from controller.informers.testing import FakeListerWatcher
 
 NODE = GVK("", "v1", "Node")  # the cluster-scoped kind of these tests

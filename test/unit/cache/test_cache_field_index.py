@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.gvk import GVK
+from controller.client.gvk import GVK
 from controller.indexers import (
     ALL_NAMESPACES,
     field_index_name,

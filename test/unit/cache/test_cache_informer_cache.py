@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller import errors
-from controller.cache import (
+from controller.cache.informer_cache import (
     DEFAULT_SYNC_PERIOD,
     STOP_CHECK_PERIOD,
     ByObject,
@@ -16,8 +15,9 @@ from controller.cache import (
     LabelSelector,
     informer_name,
 )
+from controller.client import errors
+from controller.client.gvk import GVK
 from controller.clock import FakeClock
-from controller.gvk import GVK
 from controller.informers.mutation_detector import CacheMutationError
 from controller.informers.shared_informer import ResourceEventHandlerFuncs
 

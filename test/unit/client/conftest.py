@@ -29,10 +29,10 @@ import orjson
 import pytest
 from urllib3 import HTTPHeaderDict
 
-from controller.client import Client
+from controller.client.client import Client
+from controller.client.transport import Transport
 from controller.clock import FakeClock
 from controller.envtest import wait_until
-from controller.transport import Transport
 
 
 @dataclass(slots=True, kw_only=True)

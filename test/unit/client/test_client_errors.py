@@ -1,4 +1,5 @@
-"""controller.errors: one mapping from (HTTP status, body, method) to an exception, as apimachinery does it.
+"""controller.client.errors: one mapping from (HTTP status, body, method) to an exception, as apimachinery
+does it.
 
 The table mirrors apimachinery ``pkg/api/errors/errors_test.go`` (``TestErrorNew``, ``TestFromObject``,
 ``TestIsXxx``) and client-go ``rest/request_test.go`` (``TestTransformResponse``,
@@ -13,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from controller import errors
+from controller.client import errors
 
 
 def status(code: int, reason: str, message: str = "msg", **details: Any) -> bytes:

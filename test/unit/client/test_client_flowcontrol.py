@@ -1,4 +1,4 @@
-"""controller.flowcontrol: the token bucket every request waits on (client-go ``util/flowcontrol``).
+"""controller.client.flowcontrol: the token bucket every request waits on (client-go ``util/flowcontrol``).
 
 Cases mirror ``client-go/util/flowcontrol/throttle_test.go``; time is a FakeClock, so nothing here sleeps.
 """
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
+from controller.client.flowcontrol import TokenBucketRateLimiter
 from controller.clock import FakeClock
-from controller.flowcontrol import TokenBucketRateLimiter
 
 
 def _accept_in_thread(

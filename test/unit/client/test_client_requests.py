@@ -15,11 +15,12 @@ from typing import Any
 import orjson
 import pytest
 
-from controller import errors, metrics
-from controller.client import Client
+from controller import metrics
+from controller.client import errors
+from controller.client.client import Client
+from controller.client.gvk import GVK
+from controller.client.transport import Transport
 from controller.clock import FakeClock
-from controller.gvk import GVK
-from controller.transport import Transport
 
 CM = GVK("", "v1", "ConfigMap")
 NODE = GVK("", "v1", "Node")
@@ -509,7 +510,7 @@ def test_the_mapper_discovers_custom_kinds_through_the_client(stub: Any, client:
 
 
 def test_deep_copy_is_independent_of_the_original() -> None:
-    from controller.object import deep_copy
+    from controller.client.object import deep_copy
 
     original = cm("a", k="v")
     copy = deep_copy(original)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from controller import errors
-from controller.gvk import BUILTIN_RESOURCES, GVK, Resource
-from controller.restmapper import RESTMapper, parse_api_groups, parse_api_resource_list
+from controller.client import errors
+from controller.client.gvk import BUILTIN_RESOURCES, GVK, Resource
+from controller.client.restmapper import RESTMapper, parse_api_groups, parse_api_resource_list
 
 POD = Resource(group="", version="v1", plural="pods", namespaced=True, kind="Pod")
 JOB = Resource(group="batch", version="v1", plural="jobs", namespaced=True, kind="Job")

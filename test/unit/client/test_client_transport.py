@@ -1,4 +1,4 @@
-"""controller.transport: config loading, credentials on the wire, refresh hooks, proxies and timeouts.
+"""controller.client.transport: config loading, credentials on the wire, refresh hooks, proxies and timeouts.
 
 Run against the HTTP stub (no TLS: what the stub does not model is listed in ``conftest.py``); TLS with
 client certificates is exercised by ``test/integration/test_client_integration.py``.
@@ -14,8 +14,8 @@ import orjson
 import pytest
 import yaml
 
-from controller import errors
-from controller.transport import Transport, default_user_agent
+from controller.client import errors
+from controller.client.transport import Transport, default_user_agent
 
 CM_PATH = "/api/v1/namespaces/ns/configmaps/a"
 
@@ -225,8 +225,8 @@ def test_a_static_token_is_sent_unchanged_on_every_request(stub: Any, tmp_path: 
 
 
 def test_client_load_builds_the_transport_and_throttle_from_options(stub: Any, tmp_path: Path) -> None:
-    from controller.client import Client
-    from controller.gvk import GVK
+    from controller.client.client import Client
+    from controller.client.gvk import GVK
 
     stub.route("GET", CM_PATH, stub.Response(body={"kind": "ConfigMap"}))
     kubeconfig = write_kubeconfig(tmp_path / "kc", stub.url, {"u": {"token": "t"}}, "u")
@@ -272,7 +272,7 @@ def test_a_derived_transport_shares_the_loaded_credentials_and_has_its_own_timeo
 def test_manager_from_kubeconfig_loads_the_kubeconfig_once_for_the_leader_election_client(
     stub: Any, tmp_path: Path
 ) -> None:
-    from controller.manager import Manager, ManagerOptions
+    from controller.manager.manager import Manager, ManagerOptions
 
     kubeconfig = exec_plugin_kubeconfig(tmp_path, stub.url, 3600.0)
     manager = Manager.from_kubeconfig(

@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from controller import errors
-from controller.client import Client
-from controller.gvk import GVK
-from controller.transport import Transport
-from controller.watch import Watch, WatchEvent
+from controller.client import errors
+from controller.client.client import Client
+from controller.client.gvk import GVK
+from controller.client.transport import Transport
+from controller.client.watch import Watch, WatchEvent
 
 CM = GVK("", "v1", "ConfigMap")
 PATH = "/api/v1/namespaces/ns/configmaps"

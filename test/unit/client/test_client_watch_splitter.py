@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.watch import LineSplitter
+from controller.client.watch import LineSplitter
 
 
 def split_all(chunks: list[bytes]) -> tuple[list[bytes], bytes]:

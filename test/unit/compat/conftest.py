@@ -1,8 +1,8 @@
 """Fixtures for the SDK wire-compatibility tests: the Kubeflow Python SDK's rules, and the wire between.
 
 The Kubeflow Python SDK (`kubeflow` 0.5 with the generated models of `kubeflow_trainer_api` 2.3.0) reads
-(Cluster)TrainingRuntimes, TrainJobs and Pods through strict pydantic models plus a few rules of its own
-(trainer-behavior §8.3). The models are installed here as a dev dependency; the `kubeflow` package is not
+(Cluster)TrainingRuntimes, TrainJobs and Pods through strict pydantic models plus a few rules of its own.
+The models are installed here as a dev dependency; the `kubeflow` package is not
 (it pins an older `kubernetes` client), so `SdkRules` restates its rules from the SDK's source
 (`kubeflow/trainer/backends/kubernetes/{backend,utils}.py`, `kubeflow/trainer/constants/constants.py`),
 and `test_compat_runtimes.py` checks the restatement against cases of the SDK's own `backend_test.py`.
@@ -106,7 +106,7 @@ class Pod:
 
 
 class SdkRules:
-    """The SDK's reading rules, restated (trainer-behavior §8.3; source files in the module docstring)."""
+    """The SDK's reading rules, restated (source files in the module docstring)."""
 
     Rejected = SdkRejected
 

@@ -3,7 +3,7 @@
 The SDK never reads JobSets, but it reads their pods: it lists them with the selector
 `jobset.sigs.k8s.io/jobset-name=<trainjob>,jobset.sigs.k8s.io/replicatedjob-name in (dataset-initializer,
 model-initializer, launcher, node)`, turns each into a step (`node-<completion index>`, or the initializer's
-name) from the container named like the step, and reads its devices (trainer-behavior §8.3). So every
+name) from the container named like the step, and reads its devices. So every
 golden JobSet of `test/golden/rendered/` is checked:
 
 - it parses with the SDK's `JobsetV1alpha2JobSet` model without losing fields;
@@ -49,7 +49,7 @@ def _runtime(path: Path, documents: list[Document]) -> dict[str, Any]:
 
 
 def _node_steps(trainjob: dict[str, Any], runtime: dict[str, Any]) -> int:
-    """The node steps the SDK sees once every pod runs, by upstream's rules (trainer-behavior §3.5).
+    """The node steps the SDK sees once every pod runs, by upstream's rules.
 
     Without MPI it is the TrainJob's node count, as the SDK expects. With MPI the launcher pod is a node
     step too (`node-0`): with `runLauncherAsNode` the nodes are max(numNodes - 1, 1), so one node is

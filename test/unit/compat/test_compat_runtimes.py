@@ -2,7 +2,7 @@
 
 The SDK lists and gets runtimes through `TrainerV1alpha1ClusterTrainingRuntime(List).from_dict`, requires the
 `trainer.kubeflow.org/framework` label, `spec.mlPolicy` and `spec.template.spec.replicatedJobs`, and takes
-the first `node` container of an ancestor-labelled replicated job as the trainer (trainer-behavior §8.3).
+the first `node` container of an ancestor-labelled replicated job as the trainer.
 Every runtime of `config/runtimes/` is checked as the SDK receives it from kube-apiserver: schema defaults
 applied and server metadata added.
 
@@ -232,7 +232,7 @@ def test_the_sdk_models_are_strict_about_types_and_required_fields(
 def test_a_field_the_sdk_models_do_not_know_is_reported_lost(
     served: dict[str, dict[str, Any]], wire: Wire
 ) -> None:
-    # The round-trip check can fail: the models drop unknown fields silently (trainer-behavior §8.4).
+    # The round-trip check can fail: the models drop unknown fields silently.
     runtime = copy.deepcopy(served["torch-distributed"])
     runtime["spec"]["mlPolicy"]["torch"]["futureKnob"] = True
     assert wire.losses(models.TrainerV1alpha1ClusterTrainingRuntime, runtime) == [

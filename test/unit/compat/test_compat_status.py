@@ -7,7 +7,7 @@ write, is then parsed as `get_job`/`list_jobs` parse it (`TrainerV1alpha1TrainJo
 `from_dict` alone is lenient about conditions: it fills a missing `type`, `status`, `reason` or `message` with
 "" (the OpenAPI defaults) and only insists on `lastTransitionTime`. So each condition and each `jobsStatus`
 item is also validated field by field with `model_validate`, which requires all of them, as metav1.Condition
-and the CRD schema do (trainer-behavior §1.3, §8.3).
+and the CRD schema do.
 """
 
 from __future__ import annotations

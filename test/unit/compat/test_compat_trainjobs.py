@@ -1,6 +1,6 @@
 """TrainJobs shaped like the Kubeflow Python SDK's `train()` requests pass our schema and webhook, and render.
 
-Each case builds its request body the way the SDK does (trainer-behavior §8.2; the SDK's
+Each case builds its request body the way the SDK does (the SDK's
 `kubeflow/trainer/backends/kubernetes/{backend,utils}.py` and `options/kubernetes.py`): a
 `TrainerV1alpha1TrainJob` model turned into JSON by `to_dict()` and the `kubernetes` client, then options
 (labels, annotations, runtime patches) added to the dict. The body goes through what kube-apiserver does to
@@ -286,8 +286,8 @@ def _cases() -> Iterator[Case]:
     )
     # backend_test.py test_get_runtime_packages: one node with one CPU, the runtime's image (mpirun gets
     # `-np 1`). With MPI the launcher counts as a node besides the one `node` pod, so the SDK sees two node
-    # steps for numNodes 1 and never reports Running: upstream's MPI plugin does the same (trainer-behavior
-    # §3.5: the node count is max(numNodes - 1, 1)).
+    # steps for numNodes 1 and never reports Running: upstream's MPI plugin does the same (the node
+    # count is max(numNodes - 1, 1)).
     for runtime, command, nodes in (
         ("torch-distributed", TORCH_COMMAND, 1),
         ("jax-distributed", PYTHON_COMMAND, 1),

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-import controller.certwatcher
-import controller.client
-import controller.controller
-import controller.leaderelection
+import controller.client.client
+import controller.controller.controller
+import controller.manager.leaderelection
+import controller.serving.certwatcher
+import controller.serving.webhook.metrics
 import controller.trainer.metrics
-import controller.webhook.metrics
 import controller.workqueue  # noqa: F401 - each import registers its families
 from controller.metrics import REGISTRY
 

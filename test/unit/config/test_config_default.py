@@ -16,8 +16,8 @@ import pytest
 import yaml
 from trainer_controller_manager.serving import resolve_serving
 
+from controller.serving.webhook import DEFAULT_CERT_DIR
 from controller.trainer.config import load_configuration
-from controller.webhook import DEFAULT_CERT_DIR
 
 ROOT = Path(__file__).resolve().parents[3]
 NS = "kubeflow-system"

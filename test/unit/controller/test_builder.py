@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from controller.builder import ControllerBuilder
+from controller.client.gvk import GVK
 from controller.clock import FakeClock
-from controller.controller import Controller
-from controller.gvk import GVK
-from controller.handler import EnqueueRequestForOwner, Funcs
-from controller.predicate import Funcs as PredicateFuncs
-from controller.predicate import GenerationChangedPredicate
-from controller.reconcile import Request, Result
+from controller.controller.builder import ControllerBuilder
+from controller.controller.controller import Controller
+from controller.controller.handler import EnqueueRequestForOwner, Funcs
+from controller.controller.predicate import Funcs as PredicateFuncs
+from controller.controller.predicate import GenerationChangedPredicate
+from controller.controller.reconcile import Request, Result
 from controller.workqueue.priority import LOW_PRIORITY
 
 TRAINJOB = GVK("trainer.kubeflow.org", "v1alpha1", "TrainJob")

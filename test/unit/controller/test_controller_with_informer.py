@@ -1,5 +1,5 @@
 """A controller on a real SharedIndexInformer (fed by the library's FakeListerWatcher): the seam between
-controller.controller and controller.informers, with real delivery threads and a real clock.
+controller.controller.controller and controller.informers, with real delivery threads and a real clock.
 
 What the fake does not model is listed in ``controller.informers.testing``; nothing here depends on it.
 """
@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.controller import Controller
-from controller.handler import EnqueueRequestForObject
+from controller.controller.controller import Controller
+from controller.controller.handler import EnqueueRequestForObject
+from controller.controller.reconcile import Request, Result
+from controller.controller.source import Kind
 from controller.informers.shared_informer import SharedIndexInformer
 from controller.informers.testing import FakeListerWatcher
-from controller.reconcile import Request, Result
-from controller.source import Kind
 
 
 def cm(name: str) -> dict[str, object]:

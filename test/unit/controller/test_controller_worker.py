@@ -16,10 +16,10 @@ from structlog.testing import capture_logs
 
 from controller import metrics
 from controller.clock import FakeClock
-from controller.controller import CacheSyncTimeout, Controller
-from controller.handler import EnqueueRequestForObject
-from controller.reconcile import Func, Request, Result, TerminalError, reconcile_id
-from controller.source import Kind
+from controller.controller.controller import CacheSyncTimeout, Controller
+from controller.controller.handler import EnqueueRequestForObject
+from controller.controller.reconcile import Func, Request, Result, TerminalError, reconcile_id
+from controller.controller.source import Kind
 
 REQ = Request("ns", "a")
 SENTINEL = Request("ns", "sentinel")

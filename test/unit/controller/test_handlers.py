@@ -9,19 +9,19 @@ from typing import Any
 import pytest
 
 from controller.clock import FakeClock
-from controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
-from controller.handler import (
+from controller.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from controller.controller.handler import (
     EnqueueRequestForObject,
     EnqueueRequestForOwner,
     EnqueueRequestsFromMapFunc,
     Funcs,
     with_low_priority_when_unchanged,
 )
+from controller.controller.predicate import Funcs as PredicateFuncs
+from controller.controller.predicate import GenerationChangedPredicate
+from controller.controller.reconcile import Request
+from controller.controller.source import InformerEventAdapter
 from controller.informers.store import DeletedFinalStateUnknown
-from controller.predicate import Funcs as PredicateFuncs
-from controller.predicate import GenerationChangedPredicate
-from controller.reconcile import Request
-from controller.source import InformerEventAdapter
 from controller.workqueue.priority import LOW_PRIORITY, PriorityQueue
 from controller.workqueue.queue import Queue
 

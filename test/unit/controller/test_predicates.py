@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
-from controller.predicate import (
+from controller.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from controller.controller.predicate import (
     AnnotationChangedPredicate,
     Funcs,
     GenerationChangedPredicate,

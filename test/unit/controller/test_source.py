@@ -1,4 +1,5 @@
-"""controller.source.Kind: controller-runtime pkg/source Kind, as behaviour, with an in-memory informer."""
+"""controller.controller.source.Kind: controller-runtime pkg/source Kind, as behaviour, with an in-memory
+informer."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from controller.handler import EnqueueRequestForObject
-from controller.predicate import Funcs as PredicateFuncs
-from controller.reconcile import Request
-from controller.source import Kind
+from controller.controller.handler import EnqueueRequestForObject
+from controller.controller.predicate import Funcs as PredicateFuncs
+from controller.controller.reconcile import Request
+from controller.controller.source import Kind
 from controller.workqueue.queue import Queue
 
 

@@ -1,5 +1,5 @@
-"""Hostile bytes against the HTTP server every server of the manager runs on (controller.httpserver: the
-webhook, status, probe and metrics servers), over a real socket on 127.0.0.1.
+"""Hostile bytes against the HTTP server every server of the manager runs on (controller.serving.httpserver:
+the webhook, status, probe and metrics servers), over a real socket on 127.0.0.1.
 
 Property: whatever a client sends, it gets a 2xx or 4xx answer or the connection is closed (the headers
 never completed); the server never answers 5xx, no handler sees a request the parser should have refused,
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, seed
 from hypothesis import strategies as st
 
-from controller.httpserver import HTTPServer, Limits, Request, Response
+from controller.serving.httpserver import HTTPServer, Limits, Request, Response
 
 from .conftest import FUZZ, SEED
 

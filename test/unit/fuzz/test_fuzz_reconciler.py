@@ -33,9 +33,9 @@ from typing import Any
 
 from hypothesis import assume, event, example, given, seed
 
+from controller.client.errors import ApiError, NoKindMatch, TransportError
 from controller.clock import FakeClock
-from controller.errors import ApiError, NoKindMatch, TransportError
-from controller.reconcile import Request, Result
+from controller.controller.reconcile import Request, Result
 from controller.trainer.setup import new_registry
 from controller.trainer.trainjob_controller import (
     EVENT_REASON_CREATION_FAILED,
@@ -146,11 +146,11 @@ class Run:
         self.recorder = FakeRecorder()
         self.clock = FakeClock(wall=NOW)
         self.reconciler = TrainJobReconciler(
-            cache=self.cluster,  # type: ignore[arg-type]
-            client=self.cluster,  # type: ignore[arg-type]
+            cache=self.cluster,
+            client=self.cluster,
             reader=self.cluster.reader,
             registry=REGISTRY,
-            recorder=self.recorder,  # type: ignore[arg-type]
+            recorder=self.recorder,
             clock=self.clock,
         )
         metadata = trainjob["metadata"]

@@ -1,5 +1,6 @@
 """Hostile input through the Trainer's admission webhooks, in process, over the AdmissionReview wire format
-(controller.webhook.admission.Webhook.serve, as the HTTPS server calls it): the defaulter, the TrainJob
+(controller.serving.webhook.admission.Webhook.serve, as the HTTPS server calls it): the defaulter, the
+TrainJob
 validator (over a reader holding the runtime when it has its CRD's shape, as every object the API server
 stores does), and the two runtime validators, on mutated TrainJobs and
 runtimes (see conftest.py), and on arbitrary review bodies.
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from controller import metrics
 from controller.clock import FakeClock
+from controller.serving.webhook.admission import Webhook
 from controller.trainer.setup import new_registry
 from controller.trainer.webhooks import (
     ClusterTrainingRuntimeValidator,
@@ -33,7 +35,6 @@ from controller.trainer.webhooks import (
     TrainJobDefaulter,
     TrainJobValidator,
 )
-from controller.webhook.admission import Webhook
 from runtime.api import constants
 from runtime.framework import MemoryReader
 from runtime.testing import NOW

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from controller.clock import FakeClock
+from controller.serving.webhook.admission import MAX_OBJECT_DEPTH, Webhook
 from controller.trainer.setup import new_registry
 from controller.trainer.webhooks import Schemas, TrainJobDefaulter, TrainJobValidator
-from controller.webhook.admission import MAX_OBJECT_DEPTH, Webhook
 from runtime.framework import MemoryReader
 from runtime.render import EXIT_INVALID, EXIT_OK, run
 from runtime.schema import CRD_DIR, SchemaChecker

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from controller import errors
+from controller.client import errors
 from controller.clock import FakeClock
 from controller.informers.reflector import (
     Backoff,

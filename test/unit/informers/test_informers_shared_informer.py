@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controller import errors
+from controller.client import errors
 from controller.clock import FakeClock
 from controller.envtest.suite import wait_until
 from controller.informers.mutation_detector import CacheMutationError

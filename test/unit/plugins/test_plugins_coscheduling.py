@@ -95,7 +95,7 @@ def test_multiplies_one_pods_requests_by_the_count(make: Any) -> None:
 
 
 def test_the_integration_fixture_gang_of_100_trainers_and_2_initializers(make: Any) -> None:
-    # trainer-behavior 7.1 #1: numNodes 100 plus two initializers, 1 CPU / 4Gi each.
+    # Upstream's integration fixture: numNodes 100 plus two initializers, 1 CPU / 4Gi each.
     trainjob = make.trainjob(suspend=True)
     each = requests("1", "4Gi")
     spec = make.runtime_spec(
@@ -121,7 +121,7 @@ def test_the_integration_fixture_gang_of_100_trainers_and_2_initializers(make: A
 
 
 def test_limits_do_not_count_towards_min_resources(make: Any) -> None:
-    # Upstream Q5, kept: the scheduler gangs on requests; a GPU given only as a limit is not in minResources.
+    # As upstream: the scheduler gangs on requests; a GPU given only as a limit is not in minResources.
     trainjob = make.trainjob()
     gpu = make.container(resources={"limits": {"nvidia.com/gpu": 4}, "requests": {"cpu": "2"}})
     info = make.info(

@@ -1,4 +1,5 @@
-"""The Flux plugin: pod mutations, the entrypoint ConfigMap, the CURVE Secret, helpers, and upstream Q2."""
+"""The Flux plugin: pod mutations, the entrypoint ConfigMap, the CURVE Secret, helpers, and a TrainJob
+without spec.trainer."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_flux_mutations_are_applied_correctly(make: Any) -> None:
 
 
 def test_the_trainjob_command_and_args_are_wrapped_by_the_entrypoint(make: Any) -> None:
-    # trainer-behavior 7.1 #23: command/args `trainjob` become one argument of entrypoint.sh.
+    # Upstream's integration case: command/args `trainjob` become one argument of entrypoint.sh.
     trainjob = make.trainjob(
         "test-job",
         trainer={"numNodes": 2, "image": "test:trainjob", "command": ["trainjob"], "args": ["trainjob"]},
@@ -132,7 +133,7 @@ def test_the_trainjob_command_and_args_are_wrapped_by_the_entrypoint(make: Any) 
 
 
 def test_a_trainjob_without_a_trainer_section_runs_on_the_runtime_defaults(make: Any) -> None:
-    # Upstream Q2: a nil spec.trainer (or numNodes) crashed the controller. Here N comes from the node count.
+    # Upstream: a nil spec.trainer (or numNodes) crashed the controller. Here N comes from the node count.
     trainjob = make.trainjob("test-job")
     info = make.info(trainjob, _spec(make, num_nodes=3, command=["flux", "getattr", "rank"]))
     Flux().enforce_ml_policy(info, trainjob)

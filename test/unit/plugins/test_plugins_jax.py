@@ -85,7 +85,7 @@ def test_jax_training_with_gpus_still_runs_one_process_per_node(make: Any) -> No
 
 
 def test_a_trainjob_without_a_trainer_section_gets_the_runtime_as_written(make: Any) -> None:
-    # Upstream Q3, kept: the envs and the port come only with spec.trainer.
+    # As upstream: the envs and the port come only with spec.trainer.
     trainjob = make.trainjob("test-job")
     info = make.info(trainjob, _node_spec(make, parallelism=2))
     JAX().enforce_ml_policy(info, trainjob)

@@ -328,7 +328,7 @@ def test_rendering_does_not_change_info(make: Make) -> None:
     ("trainjob_suspend", "jobset_suspend", "rendered"),
     [
         (None, None, True),  # no JobSet yet: always built
-        (False, False, False),  # running: never re-applied (upstream Q14)
+        (False, False, False),  # running: never re-applied (as upstream)
         (True, False, True),  # being suspended
         (False, True, True),  # being resumed
     ],

@@ -249,7 +249,7 @@ def test_run_launcher_as_node_counts_the_launcher_as_one_of_the_nodes(make: Any)
 
 
 def test_an_ancestor_launcher_runs_one_pod_and_the_policy_num_nodes_sizes_the_nodes(make: Any) -> None:
-    # Upstream Q10: the deepspeed shape (launcher labelled trainer, runLauncherAsNode) with
+    # Upstream: the deepspeed shape (launcher labelled trainer, runLauncherAsNode) with
     # mlPolicy.numNodes 3 and no spec.trainer.numNodes gave the launcher 3 pods and left node at 1.
     trainjob = make.trainjob()
     spec = make.runtime_spec(

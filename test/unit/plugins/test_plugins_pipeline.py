@@ -1,9 +1,9 @@
 """These plugins inside the whole pipeline: the built-in registry, a reconcile's build, upstream's scenarios.
 
-Each case is one of upstream's TrainJob controller integration cases (trainer-behavior 7.1), run through
-`RuntimeRegistry.new_objects` with the built-in plugins in registry order, so env order across plugins
-(PlainML before XGBoost, the JobSet plugin adding `spec.trainer.env` after JAX) is checked too.
-"""
+Each case is one of upstream's TrainJob controller integration cases
+(`test/integration/controller/trainjob_controller_test.go`), run through `RuntimeRegistry.new_objects` with
+the built-in plugins in registry order, so env order across plugins (PlainML before XGBoost, the JobSet plugin
+adding `spec.trainer.env` after JAX) is checked too."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_runtime_resources_count_when_the_trainjob_sets_none(make: Make) -> None
 
 
 def test_without_spec_trainer_no_env_and_no_port_are_injected(make: Make) -> None:
-    # upstream Q3, kept: the PET envs need `spec.trainer` (even an empty one).
+    # As upstream: the PET envs need `spec.trainer` (even an empty one).
     assert _enforce(make, make.trainjob()).pod_sets[0].containers[0].obj == {"name": "node"}
     assert _enforce(make, make.trainjob(trainer={})).pod_sets[0].containers[0].obj["ports"] == [
         {"containerPort": 29500}

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from runtime.core import RuntimeRegistry
+from runtime.features import FeatureGates
 from runtime.framework import (
     Framework,
     Phase,
@@ -362,7 +363,7 @@ def test_a_malformed_configuration_stops_start_up(config: dict[str, Any], messag
 
 
 def _pipeline(make: Any, gates: frozenset[str], *existing: dict[str, Any], **trainer: Any) -> tuple[Any, Any]:
-    """The worked example of trainer-behavior 2.6 (`team/demo` on a torch runtime), built by a reconcile."""
+    """The worked example (`team/demo` on a torch runtime), built by a reconcile."""
     runtime = make.runtime(
         make.runtime_spec(
             make.job("node", ancestor="trainer", containers=[make.container(image="runtime:1")]),
@@ -397,7 +398,7 @@ def test_without_the_gate_the_plugin_is_not_registered_and_nothing_changes(make:
 
 
 def test_with_the_gate_the_trainer_pods_are_wired_to_the_status_server(make: Any) -> None:
-    # trainer-behavior 2.6 item 3: the three envs, the token volume and its mount, ConfigMap demo-tls-config
+    # With the gate: the three envs, the token volume and its mount, ConfigMap demo-tls-config
     registry, objects = _pipeline(make, frozenset({"TrainJobStatus"}), _secret())
     assert builtin_registry(frozenset({"TrainJobStatus"})).names[-1] == "TrainJobStatus"
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
@@ -544,7 +545,9 @@ def test_render_takes_the_gate_from_the_configuration_unless_the_flag_overrides_
     off = ("--feature-gates", "TrainJobStatus=false")
     code, out, _ = _render(schemas, tmp_path, "torch-distributed", "minimal", *options, *off)
     assert code == 0 and "KUBEFLOW_TRAINER" not in out and "tls-config" not in out
-    assert _parse_feature_gates(["TrainJobStatus=false"], frozenset({"TrainJobStatus", "X"})) == {"X"}
+    from_config = FeatureGates({"TrainJobStatus": True})
+    assert _parse_feature_gates([], from_config) == {"TrainJobStatus"}
+    assert _parse_feature_gates(["TrainJobStatus=false"], from_config) == set()
 
 
 @pytest.mark.parametrize(

@@ -483,7 +483,10 @@ def test_placeholder_curve_keys_say_what_they_are(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("gates", "error"),
     [
-        ("TrainJobStatus=maybe", "--feature-gates: 'TrainJobStatus=maybe' is not NAME=true|false"),
+        (
+            "TrainJobStatus=maybe",
+            "--feature-gates: invalid value of TrainJobStatus=maybe: expected true or false",
+        ),
         ("=true", ""),
     ],
 )

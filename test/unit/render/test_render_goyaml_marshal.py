@@ -106,6 +106,18 @@ def test_what_dump_writes_reads_back_as_the_value_go_holds(value: Any) -> None:
     assert json.dumps(loaded, sort_keys=True) == json.dumps(expected, sort_keys=True)  # 1 is not 1.0
 
 
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_node_count_is_what_load_counts_in_what_dump_writes(value: Any) -> None:
+    text = kubeyaml.dump(value)
+    nodes = kubeyaml.node_count(value, limit=10_000)
+    kubeyaml.load(text, max_nodes=nodes)
+    with pytest.raises(kubeyaml.YAMLInputError, match=f"more than {nodes - 1} nodes"):
+        kubeyaml.load(text, max_nodes=nodes - 1)
+    for limit in range(nodes):  # counting stops past the limit, and says so
+        assert limit < kubeyaml.node_count(value, limit=limit) <= nodes
+
+
 def test_numbers_are_written_as_go_holds_them_after_its_json_round_trip() -> None:
     assert kubeyaml.dump([2.0, -0.0, 1e20, 1e21, 2**63, 2**64, -(2**63) - 1, 1.2345678901234567e19]) == (
         "- 2\n- 0\n- 1e+20\n- 1e+21\n- 9223372036854775808\n- 1.8446744073709552e+19\n"

@@ -8,6 +8,7 @@ rendered (or failing every build naming no field) is refused by `validate` namin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -365,11 +366,13 @@ def test_a_node_count_whose_mpi_hostfile_a_configmap_cannot_hold_is_refused_nami
 
 
 def test_a_jobset_etcd_cannot_store_is_refused_blaming_where_the_fix_is() -> None:
-    # A 1 MB annotation in the runtime's pod template and 16 runtime patches of 80 KB each: both objects
+    # A 1 MB env var in the runtime's trainer container and 16 runtime patches of 80 KB each: both objects
     # are stored, and the JobSet they make (2.3 MB) never is.
     runtime = _runtime(TORCH)
     pod_template = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-    pod_template["metadata"] = {"annotations": {"a.io/x": "x" * 1_000_000}}
+    pod_template["spec"]["containers"][0].setdefault("env", []).append(
+        {"name": "BIG", "value": "x" * 1_000_000}
+    )
     patches = [
         {
             "manager": f"m{i}.io/x",
@@ -410,3 +413,65 @@ def test_a_jobset_etcd_cannot_store_is_refused_blaming_where_the_fix_is() -> Non
     admitted = [str(e) for e in registry.validate(None, trainjob, reader).errors]
     assert len(admitted) == 1
     assert admitted[0].startswith("spec.trainer: Too long: must make a JobSet of at most 1572864 bytes")
+
+
+def _annotated_patch(manager: str, annotations: dict[str, str], *, place: str = "pod") -> dict[str, Any]:
+    """A runtime patch setting `annotations` on the `node` job's pod template (`place="pod"`), its Job
+    template (`"job"`) or the JobSet (`"jobset"`)."""
+    metadata = {"annotations": annotations}
+    if place == "jobset":
+        return {"manager": manager, "trainingRuntimeSpec": {"template": {"metadata": metadata}}}
+    template: dict[str, Any] = {"spec": {"template": {"metadata": metadata}}} if place == "pod" else {}
+    if place == "job":
+        template["metadata"] = metadata
+    job = {"name": "node", "template": template}
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}
+
+
+_ANNOTATIONS_TOO_LONG = "Too long: may not be more than 262144 bytes: "
+
+
+@pytest.mark.parametrize(
+    ("place", "where", "owner"),
+    [
+        ("pod", "template.spec.replicatedJobs[0].template.spec.template.metadata.annotations", "the pods"),
+        ("job", "template.spec.replicatedJobs[0].template.metadata.annotations", "the Jobs"),
+        ("jobset", "template.metadata.annotations", "the JobSet"),
+    ],
+)
+def test_annotations_the_api_server_would_refuse_on_a_rendered_object_are_refused_where_the_fix_is(
+    place: str, where: str, owner: str
+) -> None:
+    # Two patches of 150 KB each, both stored (a TrainJob's spec has no annotation limit): their 300 KB
+    # on one object are more than the API server takes, at the JobSet's creation or its Jobs' or pods'.
+    registry = RuntimeRegistry(Framework(builtin_registry()))
+    reader = MemoryReader([_runtime(TORCH)])
+    patches = [_annotated_patch(f"m{i}.io/x", {f"a.io/k{i}": "v" * 150_000}, place=place) for i in range(2)]
+    trainjob = MAKE.trainjob(runtime_patches=patches, suspend=False)
+    admitted = [str(e) for e in registry.validate(None, trainjob, reader).errors]
+    prefix = "spec.runtimePatches[0].trainingRuntimeSpec." + where
+    assert len(admitted) == 1
+    assert admitted[0].startswith(f"{prefix}: {_ANNOTATIONS_TOO_LONG}{owner}")
+    assert "would carry 300014 bytes of annotations" in admitted[0]
+    with pytest.raises(InvalidTrainJobError, match=re.escape(prefix)):
+        registry.new_objects(trainjob, reader)
+    # One patch of the two fits.
+    assert registry.validate(None, MAKE.trainjob(runtime_patches=patches[:1], suspend=False), reader).ok
+
+
+def test_annotations_the_runtime_alone_makes_too_many_of_are_blamed_on_the_runtime() -> None:
+    runtime = _runtime(TORCH)
+    pod_template = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template["metadata"] = {"annotations": {"a.io/x": "x" * 300_000}}
+    registry = RuntimeRegistry(Framework(builtin_registry()))
+    reader = MemoryReader([runtime])
+    trainjob = MAKE.trainjob(runtime_patches=[_annotated_patch("m.io/x", {"a.io/y": "small"})], suspend=False)
+    admitted = [str(e) for e in registry.validate(None, trainjob, reader).errors]
+    assert len(admitted) == 1
+    assert "the runtime cannot run" in admitted[0]
+    assert (
+        "spec.template.spec.replicatedJobs[0].template.spec.template.metadata.annotations: "
+        f"{_ANNOTATIONS_TOO_LONG}the pods of replicated job node would carry 300017 bytes"
+    ) in admitted[0]
+    with pytest.raises(UnbuildableRuntimeError, match="may not be more than 262144 bytes"):
+        registry.new_objects(trainjob, reader)

@@ -48,7 +48,7 @@ def _torch_distributed(make: Make) -> dict[str, Any]:
 
 
 def test_the_worked_example_builds_the_snapshot_then_the_jobset(make: Make) -> None:
-    # trainer-behavior §2.6: TrainJob team/demo on torch-distributed, 2 nodes, 1 GPU each.
+    # The worked example: TrainJob team/demo on torch-distributed, 2 nodes, 1 GPU each.
     runtime = _torch_distributed(make)
     gpu = {"nvidia.com/gpu": 1}
     trainjob = make.trainjob(
@@ -298,7 +298,7 @@ def test_an_unsupported_runtime_kind_is_a_typed_permanent_error(make: Make) -> N
 
 
 def test_an_unsupported_runtime_kind_gets_a_failed_condition_to_persist(make: Make) -> None:
-    # upstream Q1: the condition was set in memory, then lost to a nil-runtime panic; here it is the status.
+    # Upstream: the condition was set in memory, then lost to a nil-runtime panic; here it is the status.
     update = REGISTRY.next_status(make.trainjob(kind="MyRuntime"), MemoryReader(), make.now)
     assert update.terminal is True
     assert update.status == {
@@ -322,7 +322,7 @@ def test_an_unsupported_runtime_kind_gets_a_failed_condition_to_persist(make: Ma
 
 
 def test_zero_nodes_are_rejected_by_validation_and_build(make: Make) -> None:
-    # upstream Q4: numNodes 0 passes the schema and builds parallelism 0 with PET_NNODES=0; we refuse it.
+    # Upstream: numNodes 0 passes the schema and builds parallelism 0 with PET_NNODES=0; we refuse it.
     runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
     trainjob = make.trainjob(trainer={"numNodes": 0})
     assert [str(e) for e in REGISTRY.validate(None, trainjob, MemoryReader([runtime])).errors] == [
@@ -435,7 +435,7 @@ def test_creating_a_trainjob_needs_its_runtime(make: Make, kind: str, error: str
 
 
 def test_updates_after_the_runtime_was_deleted_are_validated_against_the_snapshot(make: Make) -> None:
-    # upstream Q8: any update (a label, a suspend toggle) was rejected once the runtime was gone.
+    # Upstream: any update (a label, a suspend toggle) was rejected once the runtime was gone.
     runtime = make.runtime(make.runtime_spec(*make.default_jobs(), ml_policy={"torch": {}}))
     old = make.trainjob(trainer={"numNodes": 2}, suspend=False)
     snapshot = build_snapshot(old, runtime, "TrainingRuntime")

@@ -1,5 +1,5 @@
 """The TrainJob defaulter's `runtimePatches[].time` rules (runtime.core.defaulting), as behaviour: upstream's
-pkg/webhooks/trainjob_webhook_test.go TestDefault, case by case, plus the Q12 decision."""
+pkg/webhooks/trainjob_webhook_test.go TestDefault, case by case, plus the decision on user edits of `time`."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ CASES = [
     ),
     # Ours.
     (
-        "UPDATE, Q12: a user's edit of time alone on an unchanged patch is reverted",
+        "UPDATE, as upstream: a user's edit of time alone on an unchanged patch is reverted",
         [sa_patch("sa", time=OLD)],
         [sa_patch("sa", time="2030-01-01T00:00:00Z")],
         [OLD],

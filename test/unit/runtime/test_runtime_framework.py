@@ -266,7 +266,7 @@ def test_registry_names_are_unique() -> None:
 
 
 def test_built_in_plugins_follow_the_fixed_order() -> None:
-    # Upstream Q6: Go map order was random; ours is this list, in every phase.
+    # Upstream: Go map order was random; ours is this list, in every phase.
     assert BUILTIN_ORDER == (
         "JobSet",
         "PlainML",

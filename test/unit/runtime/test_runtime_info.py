@@ -123,7 +123,7 @@ def test_resources_per_node_without_lists_leaves_empty_resources(make: Make) -> 
 
 
 def test_resources_per_node_is_ignored_without_an_ml_policy(make: Make) -> None:
-    # upstream Q16, kept: no mlPolicy, no merge.
+    # As upstream: no mlPolicy, no merge of resourcesPerNode.
     jobs = [make.job("node", ancestor="trainer", containers=[make.container("node", requests={"cpu": "1"})])]
     trainjob = make.trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "8"}}})
     info = build_info(trainjob, make.runtime_spec(*jobs))
@@ -169,7 +169,7 @@ def test_runtime_patches_apply_in_order_and_keep_the_runtimes_job_order(make: Ma
 
 
 def test_patch_env_keeps_smp_order(make: Make) -> None:
-    # trainer-behavior §2.4: [INIT_ENV, DATASET_PATH] patched with [INIT_ENV', NEW_VALUE]
+    # Strategic merge of env lists: [INIT_ENV, DATASET_PATH] patched with [INIT_ENV', NEW_VALUE]
     # gives [INIT_ENV', NEW_VALUE, DATASET_PATH].
     init = make.container("init", env=[make.env("INIT_ENV", "original"), make.env("DATASET_PATH", "runtime")])
     jobs = [

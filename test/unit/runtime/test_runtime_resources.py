@@ -369,7 +369,7 @@ def test_pod_requests_sum_containers_and_ignore_limits() -> None:
         "containers": [
             {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "8"}}},
             {"name": "b", "resources": {"requests": {"cpu": "500m"}}},
-            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}},  # upstream Q5: limits do not count
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}},  # as upstream: limits do not count
         ]
     }
     assert format_resource_list(pod_requests(spec)) == {"cpu": "1500m", "memory": "1Gi"}
@@ -403,7 +403,7 @@ def test_an_empty_pod_requests_nothing() -> None:
 
 
 def test_gpu_detection_is_deterministic_when_several_names_contain_gpu() -> None:
-    # Upstream Q11: Go's map order picked either; we read names sorted, so "amd.com/gpu" always wins.
+    # Upstream: Go's map order picked either; we read names sorted, so "amd.com/gpu" always wins.
     one = {"requests": {"nvidia.com/gpu": "4", "amd.com/gpu": "2"}}
     other = {"requests": {"amd.com/gpu": "2", "nvidia.com/gpu": "4"}}
     assert gpu_count(one) == gpu_count(other) == 2

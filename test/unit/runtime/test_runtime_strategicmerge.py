@@ -28,7 +28,7 @@ def _merged_pod_spec(original: dict[str, Any], patch: dict[str, Any]) -> dict[st
 
 
 def test_env_merge_puts_patch_items_first_and_keeps_original_only_items_after() -> None:
-    # trainer-behavior §2.4 / upstream "succeeded to build JobSet with TrainJob's RuntimePatches".
+    # Upstream "succeeded to build JobSet with TrainJob's RuntimePatches".
     original = {
         "initContainers": [
             {

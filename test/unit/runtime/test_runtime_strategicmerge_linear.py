@@ -2,8 +2,9 @@
 
 The reference is the module with its list functions swapped back to the linear searches they were before
 (`_Quadratic` below, a copy kept only here): de-duplication by pairwise comparison, a merge-key lookup that
-scans the list, a `$patch: delete` that filters the list once per item, positions found by scanning. The
-map-level functions are shared. Hypothesis draws small documents that are hostile where the indexes could
+scans the list, a `$patch: delete` that filters the list once per item, positions found by scanning, the
+order of a keyed list computed apart for each group. The map-level functions and Go's interleave
+(`_merge_sorted`) are shared. Hypothesis draws small documents that are hostile where the indexes could
 differ: duplicate and equal-but-not-identical keys (`1`, `1.0`, `True`), keys that are maps or lists with
 nulls inside, null keys, items without their key, `$patch` items. Results, and error messages, must match.
 """
@@ -41,13 +42,13 @@ class _Quadratic:
                 return [item for item in original if sm._scalar_key(item) not in doomed]
             merged = _Quadratic.deduplicate_scalars(original + patch)
             patch_items, server_only = _Quadratic.partition(merged, patch, None)
-            return sm._normalize_element_order(patch_items, server_only, patch, original, None)
+            return _Quadratic.normalize_element_order(patch_items, server_only, patch, original, None)
         if not key:
             raise StrategicMergeError("cannot merge lists without merge key")
         original, patch = _Quadratic.merge_special_elements(original, patch, key)
         merged = _Quadratic.merge_without_special_elements(original, patch, key, meta)
         patch_items, server_only = _Quadratic.partition(merged, patch, key)
-        return sm._normalize_element_order(patch_items, server_only, patch, original, key)
+        return _Quadratic.normalize_element_order(patch_items, server_only, patch, original, key)
 
     @staticmethod
     def deduplicate_scalars(items: list[Any]) -> list[Any]:
@@ -119,6 +120,32 @@ class _Quadratic:
         for item in merged:
             (hits if sm._item_key(item, key) in patch_keys else rest).append(item)
         return hits, rest
+
+    @staticmethod
+    def normalize_element_order(
+        patch_items: list[Any],
+        server_only: list[Any],
+        patch_order: list[Any],
+        server_order: list[Any],
+        key: str | None,
+    ) -> list[Any]:
+        patch_items = _Quadratic.sort_by(patch_items, patch_order, key)
+        server_only = _Quadratic.sort_by(server_only, server_order, key)
+        return sm._merge_sorted(server_only, patch_items, server_order, key)
+
+    @staticmethod
+    def sort_by(items: list[Any], order: list[Any], key: str | None) -> list[Any]:
+        index = sm._index_fn(order, key)
+        deleted = (
+            [i for i in items if isinstance(i, dict) and i.get(sm._DIRECTIVE) == "delete"] if key else []
+        )
+        kept = (
+            [i for i in items if not (isinstance(i, dict) and i.get(sm._DIRECTIVE) == "delete")]
+            if key
+            else list(items)
+        )
+        kept.sort(key=index)
+        return kept + deleted
 
     @staticmethod
     def index_fn(items: list[Any], key: str | None) -> Callable[[Any], int]:

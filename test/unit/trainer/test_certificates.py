@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from controller.certs.rotator import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
 from controller.clock import FakeClock
 from controller.envtest.certs import CertificateAuthority
-from controller.healthz import Response
-from controller.manager import Manager, ManagerOptions
+from controller.manager.manager import Manager, ManagerOptions
+from controller.serving.certs.rotator import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
+from controller.serving.httpserver import Response
 from controller.trainer.certificates import metrics_serving, rotator_options, setup_certificates
 from controller.trainer.config import Configuration, ConfigurationError, load_configuration
 

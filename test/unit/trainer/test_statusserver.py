@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.authentication import Authentication, AuthenticationError, UserInfo
-from controller.certwatcher import CertWatcher
+from controller.client.errors import ApiError, ConnectionFailed, Invalid, NotFound
 from controller.envtest import wait_until
 from controller.envtest.certs import CertificateAuthority
-from controller.errors import ApiError, ConnectionFailed, Invalid, NotFound
+from controller.serving.authentication import Authentication, AuthenticationError, UserInfo
+from controller.serving.certwatcher import CertWatcher
 from controller.trainer.statusserver import (
     FIELD_MANAGER,
     MAX_BODY_BYTES,

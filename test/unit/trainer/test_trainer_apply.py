@@ -1,5 +1,5 @@
-"""`controller.trainer.apply`: merge patches as controller-runtime's `MergeFrom`, and when an apply can be
-skipped because it would change nothing."""
+"""`controller.trainer.apply`: merge patches as controller-runtime's `MergeFrom`, when an apply can be
+skipped because it would change nothing, and the objects one reconcile has applied."""
 
 from __future__ import annotations
 
@@ -7,7 +7,19 @@ from typing import Any
 
 import pytest
 
-from controller.trainer.apply import AppliedBodies, contains, merge_patch
+from controller.client.gvk import GVK
+from controller.trainer.apply import Applied, Applier, contains, merge_patch
+from runtime.framework import MemoryReader
+from support.fakes import FakeCluster
+
+JOBSET = GVK("jobset.x-k8s.io", "v1alpha2", "JobSet")
+
+
+def obj(gvk: GVK, name: str, namespace: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": metadata}
 
 
 def test_merge_patch_sends_changed_and_added_keys_and_nulls_removed_ones() -> None:
@@ -56,11 +68,16 @@ BODY = {
 }
 
 
+def recorded(applier: Applier, owner: tuple[str, str], body: dict[str, Any]) -> None:
+    """`body` applied for `owner` (through a fake API server that holds nothing else)."""
+    assert applier.for_reconcile(owner, MemoryReader()).apply(body) is Applied.APPLIED
+
+
 def test_same_body_only_after_recording_that_exact_body() -> None:
-    applied = AppliedBodies()
+    applied = Applier(FakeCluster(), field_manager="trainer")
     owner = ("ns", "tj")
     assert not applied.same_body(owner, BODY)
-    applied.record(owner, BODY)
+    recorded(applied, owner, BODY)
     assert applied.same_body(owner, BODY)
     changed = {**BODY, "data": {"k": "other"}}
     assert not applied.same_body(owner, changed)
@@ -68,8 +85,8 @@ def test_same_body_only_after_recording_that_exact_body() -> None:
 
 
 def test_key_order_does_not_make_a_body_different() -> None:
-    applied = AppliedBodies()
-    applied.record(("ns", "tj"), BODY)
+    applied = Applier(FakeCluster(), field_manager="trainer")
+    recorded(applied, ("ns", "tj"), BODY)
     reordered = {
         "data": {"k": "v"},
         "metadata": {"namespace": "ns", "name": "x"},
@@ -80,10 +97,20 @@ def test_key_order_does_not_make_a_body_different() -> None:
 
 
 def test_forget_drops_everything_of_a_trainjob() -> None:
-    applied = AppliedBodies()
-    applied.record(("ns", "tj"), BODY)
-    applied.record(("ns", "other"), BODY)
+    applied = Applier(FakeCluster(), field_manager="trainer")
+    recorded(applied, ("ns", "tj"), BODY)
+    recorded(applied, ("ns", "other"), BODY)
     applied.forget(("ns", "tj"))
     assert not applied.same_body(("ns", "tj"), BODY)
     assert applied.same_body(("ns", "other"), BODY)
     assert len(applied) == 1
+
+
+def test_applied_objects_answer_before_the_cache_has_seen_them() -> None:
+    server = FakeCluster()
+    overlay = Applier(server, field_manager="trainer").for_reconcile(("ns", "tj"), MemoryReader())
+    assert overlay.get(JOBSET.api_version, "JobSet", "a", "ns") is None
+    overlay.apply(obj(JOBSET, "a", "ns"))
+    applied = server.reader.get(JOBSET.api_version, "JobSet", "a", "ns")  # what the apply returned
+    assert overlay.get(JOBSET.api_version, "JobSet", "a", "ns") is applied
+    assert overlay.get(JOBSET.api_version, "JobSet", "a", "other") is None

@@ -4,13 +4,15 @@ not model informers, resource versions or staleness."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from controller.errors import NotFound, ServerError
-from controller.gvk import GVK
-from controller.trainer.reader import AppliedObjects, CacheReader
+from controller.client.errors import NotFound, ServerError
+from controller.client.gvk import GVK
+from controller.client.object import ListResult
+from controller.trainer.reader import CacheReader
 from runtime.framework import ReadError
 
 CONFIGMAP = GVK("", "v1", "ConfigMap")
@@ -44,29 +46,39 @@ class FakeStore:
         except KeyError:
             raise NotFound(f"{name} not found", status=404) from None
 
-    def list(self, gvk: GVK, namespace: str | None = None, label_selector: Any = None, **_: Any) -> Any:
+    def _list(self, gvk: GVK, namespace: str | None, wanted: Mapping[str, str]) -> list[dict[str, Any]]:
         self.reads += 1
-        wanted = dict(label_selector or {}) if not isinstance(label_selector, str) else {}
-        found = [
+        return [
             o
             for (g, ns, _n), o in self.objects.items()
             if g == gvk
             and (namespace is None or ns == namespace)
             and all(o["metadata"]["labels"].get(k) == v for k, v in wanted.items())
         ]
-        return _Items(found)
 
 
-class _Items(list):  # type: ignore[type-arg]
-    @property
-    def items(self) -> list[Any]:
-        return list(self)
+class FakeCache(FakeStore):
+    """A `FakeStore` that lists as an informer cache does (a `CachedReader`)."""
+
+    def list(
+        self, gvk: GVK, namespace: str | None = None, *, label_selector: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        return self._list(gvk, namespace, label_selector or {})
+
+
+class FakeAPI(FakeStore):
+    """A `FakeStore` that lists as the API server does (an `APIReader`; the selector is ignored)."""
+
+    def list(
+        self, gvk: GVK, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> ListResult:
+        return ListResult(items=self._list(gvk, namespace, {}), resource_version="1")
 
 
 def test_a_cached_kind_is_read_from_the_cache_and_a_miss_is_absent() -> None:
-    cache = FakeStore(obj(JOBSET, "a", "ns"))
-    live = FakeStore(obj(JOBSET, "b", "ns"))
-    reader = CacheReader(cache, live, cached=[JOBSET])  # type: ignore[arg-type]
+    cache = FakeCache(obj(JOBSET, "a", "ns"))
+    live = FakeAPI(obj(JOBSET, "b", "ns"))
+    reader = CacheReader(cache, live, cached=[JOBSET])
     assert reader.get(JOBSET.api_version, "JobSet", "a", "ns") is not None
     assert reader.get(JOBSET.api_version, "JobSet", "b", "ns") is None  # not in the cache: absent
     assert live.reads == 0
@@ -74,9 +86,9 @@ def test_a_cached_kind_is_read_from_the_cache_and_a_miss_is_absent() -> None:
 
 def test_a_miss_in_a_label_narrowed_cache_is_confirmed_live() -> None:
     unlabelled = obj(CONFIGMAP, "old-snapshot", "ns")
-    cache = FakeStore(obj(CONFIGMAP, "new", "ns", **{"trainer.kubeflow.org/trainjob-name": "x"}))
-    live = FakeStore(unlabelled)
-    reader = CacheReader(cache, live, cached=[CONFIGMAP], narrowed=[CONFIGMAP])  # type: ignore[arg-type]
+    cache = FakeCache(obj(CONFIGMAP, "new", "ns", **{"trainer.kubeflow.org/trainjob-name": "x"}))
+    live = FakeAPI(unlabelled)
+    reader = CacheReader(cache, live, cached=[CONFIGMAP], narrowed=[CONFIGMAP])
     assert reader.get("v1", "ConfigMap", "new", "ns") is not None
     assert live.reads == 0
     assert reader.get("v1", "ConfigMap", "old-snapshot", "ns") is unlabelled
@@ -85,8 +97,8 @@ def test_a_miss_in_a_label_narrowed_cache_is_confirmed_live() -> None:
 
 
 def test_a_reader_trusting_misses_answers_from_the_cache_alone() -> None:
-    live = FakeStore(obj(CONFIGMAP, "old-snapshot", "ns"))
-    reader = CacheReader(FakeStore(), live, cached=[CONFIGMAP], narrowed=[CONFIGMAP])  # type: ignore[arg-type]
+    live = FakeAPI(obj(CONFIGMAP, "old-snapshot", "ns"))
+    reader = CacheReader(FakeCache(), live, cached=[CONFIGMAP], narrowed=[CONFIGMAP])
     trusting = reader.trusting_misses()
     assert trusting.get("v1", "ConfigMap", "old-snapshot", "ns") is None
     assert live.reads == 0
@@ -94,41 +106,31 @@ def test_a_reader_trusting_misses_answers_from_the_cache_alone() -> None:
 
 
 def test_an_uncached_kind_is_read_live() -> None:
-    live = FakeStore(obj(PRIORITY_CLASS, "high"))
-    reader = CacheReader(FakeStore(), live, cached=[JOBSET])  # type: ignore[arg-type]
+    live = FakeAPI(obj(PRIORITY_CLASS, "high"))
+    reader = CacheReader(FakeCache(), live, cached=[JOBSET])
     assert reader.get("scheduling.k8s.io/v1", "PriorityClass", "high") is not None
     assert reader.get("scheduling.k8s.io/v1", "PriorityClass", "low") is None
 
 
 def test_failures_other_than_absence_are_read_errors_with_the_cause() -> None:
-    failing = FakeStore(error=ServerError("etcd is down", status=500))
-    reader = CacheReader(FakeStore(), failing, cached=[])  # type: ignore[arg-type]
+    failing = FakeAPI(error=ServerError("etcd is down", status=500))
+    reader = CacheReader(FakeCache(), failing, cached=[])
     with pytest.raises(ReadError, match="etcd is down") as caught:
         reader.get("v1", "ConfigMap", "x", "ns")
     assert isinstance(caught.value.__cause__, ServerError)
 
 
 def test_list_filters_by_labels_and_sorts_by_namespace_and_name() -> None:
-    cache = FakeStore(
+    cache = FakeCache(
         obj(JOBSET, "b", "ns2", team="a"),
         obj(JOBSET, "a", "ns2", team="a"),
         obj(JOBSET, "z", "ns1", team="a"),
         obj(JOBSET, "y", "ns1", team="b"),
     )
-    reader = CacheReader(cache, FakeStore(), cached=[JOBSET])  # type: ignore[arg-type]
+    reader = CacheReader(cache, FakeAPI(), cached=[JOBSET])
     found = reader.list(JOBSET.api_version, "JobSet", None, {"team": "a"})
     assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in found] == [
         ("ns1", "z"),
         ("ns2", "a"),
         ("ns2", "b"),
     ]
-
-
-def test_applied_objects_answer_before_the_cache_has_seen_them() -> None:
-    reader = CacheReader(FakeStore(), FakeStore(), cached=[JOBSET])  # type: ignore[arg-type]
-    overlay = AppliedObjects(reader)
-    assert overlay.get(JOBSET.api_version, "JobSet", "a", "ns") is None
-    applied = obj(JOBSET, "a", "ns")
-    overlay.record(applied)
-    assert overlay.get(JOBSET.api_version, "JobSet", "a", "ns") is applied
-    assert overlay.get(JOBSET.api_version, "JobSet", "a", "other") is None

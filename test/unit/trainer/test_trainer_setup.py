@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from controller.cache import ByObject
-from controller.gvk import GVK
+from controller.cache.informer_cache import ByObject
+from controller.client.gvk import GVK
 from controller.trainer.config import Configuration
-from controller.trainer.features import FeatureGates
 from controller.trainer.setup import cache_by_object, concurrency_key, new_registry
+from runtime.features import FeatureGates
 
 LABEL = "trainer.kubeflow.org/trainjob-name"
 

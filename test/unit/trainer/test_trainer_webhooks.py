@@ -1,6 +1,7 @@
 """The Trainer's admission handlers (controller.trainer.webhooks) over a MemoryReader, as behaviour:
 upstream's pkg/webhooks/*_test.go (TestDefault, TestValidateCreate, TestValidateReplicatedJobs,
-TestClusterTrainingRuntimeValidateCreate) through the AdmissionReview adapter, and the Q8 decision."""
+TestClusterTrainingRuntimeValidateCreate) through the AdmissionReview adapter, and an update after the
+runtime was deleted."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import orjson
 import pytest
 
 from controller.clock import FakeClock
+from controller.serving.webhook.admission import AdmissionRequest, AdmissionResponse, Webhook
 from controller.trainer.setup import new_registry
 from controller.trainer.webhooks import (
     ClusterTrainingRuntimeValidator,
@@ -20,7 +22,6 @@ from controller.trainer.webhooks import (
     TrainJobValidator,
     aggregate_message,
 )
-from controller.webhook.admission import AdmissionRequest, AdmissionResponse, Webhook
 from runtime.api import constants
 from runtime.core.defaulting import MAX_RUNTIME_PATCHES
 from runtime.core.snapshot import build_snapshot
@@ -87,7 +88,7 @@ def test_the_defaulter_without_changes_answers_no_patch() -> None:
 
 
 def test_the_defaulter_reverts_a_time_edit_on_an_unchanged_patch() -> None:
-    # Q12, kept as upstream.
+    # A user's edit of `time` alone is reverted, as upstream.
     old = make.trainjob(runtime_patches=[{"manager": "m", "time": "2025-01-01T00:00:00Z"}])
     new = make.trainjob(runtime_patches=[{"manager": "m", "time": "2030-01-01T00:00:00Z"}])
     response = TrainJobDefaulter(FakeClock(wall=NOW)).handle(request("UPDATE", new, old))
@@ -179,7 +180,8 @@ def test_an_unregistered_runtime_kind_is_denied_naming_the_field_with_upstreams_
     ],
 )
 def test_counts_below_1_are_denied(registry: Any, trainer: dict[str, Any], message: str) -> None:
-    # trainer-behavior 7.3 #49, #51, #52: the CRDs (as upstream v2.3.0) do not bound these; the webhook does.
+    # Upstream's webhook scenarios for numNodes -1 and numProcPerNode -5 or 0: the CRDs (as upstream
+    # v2.3.0) do not bound these; the webhook does.
     response = validate(registry, MemoryReader([cluster_runtime()]), "CREATE", make.trainjob(trainer=trainer))
     assert (response.code, response.message) == (403, message)
 

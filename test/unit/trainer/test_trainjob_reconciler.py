@@ -10,21 +10,22 @@ from __future__ import annotations
 import base64
 import hashlib
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from controller.client.errors import Forbidden, ServerError
+from controller.client.gvk import GVK
 from controller.clock import FakeClock
-from controller.controller import Controller
-from controller.errors import Forbidden, ServerError
-from controller.gvk import GVK
-from controller.reconcile import Request
+from controller.controller.controller import Controller
+from controller.controller.reconcile import Request
 from controller.trainer.setup import new_registry
 from controller.trainer.trainjob_controller import (
     MESSAGE_JOBSET_DELETION_PENDING,
     TrainJobReconciler,
     event_message,
 )
+from runtime.api.v1alpha1 import TrainJob
 from runtime.core.snapshot import build_snapshot
 from runtime.framework import MemoryReader
 from support.fakes import FakeCluster, FakeRecorder
@@ -87,11 +88,11 @@ def reconciler(
     cluster: FakeCluster, recorder: FakeRecorder, clock: FakeClock | None = None
 ) -> TrainJobReconciler:
     return TrainJobReconciler(
-        cache=cluster,  # type: ignore[arg-type]
-        client=cluster,  # type: ignore[arg-type]
+        cache=cluster,
+        client=cluster,
         reader=cluster.reader,
         registry=new_registry(),
-        recorder=recorder,  # type: ignore[arg-type]
+        recorder=recorder,
         clock=clock or FakeClock(wall=NOW),
     )
 
@@ -210,7 +211,7 @@ def test_a_runtime_that_cannot_be_built_fails_the_trainjob_for_good_naming_the_r
 def test_a_snapshot_edited_to_an_unbuildable_value_fails_the_trainjob_naming_the_configmap() -> None:
     trainjob = trainjob_object(trainer={})
     edited = _with_node_container(runtime_object(), resources={"requests": {"cpu": "-1"}})
-    snapshot = build_snapshot(trainjob, edited, "ClusterTrainingRuntime")  # type: ignore[arg-type]
+    snapshot = build_snapshot(cast(TrainJob, trainjob), edited, "ClusterTrainingRuntime")
     cluster, recorder = FakeCluster(runtime_object(), trainjob, snapshot), FakeRecorder()
     assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
     failed = _failed(cluster)
@@ -226,7 +227,7 @@ def test_a_snapshot_edited_to_an_unbuildable_value_fails_the_trainjob_naming_the
 def test_a_snapshot_edited_into_text_that_is_no_runtime_fails_the_trainjob_naming_the_field() -> None:
     # Was retried for ever with only events: the snapshot is the tenant's to edit and nothing rewrites it.
     trainjob = trainjob_object(trainer={})
-    snapshot = build_snapshot(trainjob, runtime_object(), "ClusterTrainingRuntime")  # type: ignore[arg-type]
+    snapshot = build_snapshot(cast(TrainJob, trainjob), runtime_object(), "ClusterTrainingRuntime")
     snapshot["data"]["runtime"] = snapshot["data"]["runtime"].replace("name: node", "name: [node]", 1)
     cluster, recorder = FakeCluster(runtime_object(), trainjob, snapshot), FakeRecorder()
     assert reconciler(cluster, recorder).reconcile(REQUEST).is_zero()
@@ -244,7 +245,7 @@ def test_a_predecessors_snapshot_is_retried_until_it_is_garbage_collected() -> N
     # garbage collection deletes it: not the new TrainJob's fault, so not a failure for good.
     trainjob = trainjob_object(trainer={})
     predecessor = build_snapshot(
-        {**trainjob, "metadata": {**trainjob["metadata"], "uid": "old-uid"}},  # type: ignore[arg-type]
+        cast(TrainJob, {**trainjob, "metadata": {**trainjob["metadata"], "uid": "old-uid"}}),
         runtime_object(),
         "ClusterTrainingRuntime",
     )
@@ -346,11 +347,11 @@ def test_the_jobset_creation_is_observed_once_per_trainjob() -> None:
     cluster, recorder = FakeCluster(runtime_object(), trainjob_object(suspend=True)), FakeRecorder()
     stale = StaleReader(list(cluster.reader._objects.values()))
     r = TrainJobReconciler(
-        cache=cluster,  # type: ignore[arg-type]
-        client=cluster,  # type: ignore[arg-type]
+        cache=cluster,
+        client=cluster,
         reader=stale,
         registry=new_registry(),
-        recorder=recorder,  # type: ignore[arg-type]
+        recorder=recorder,
         clock=FakeClock(wall=NOW),
     )
     before = count()
@@ -371,11 +372,11 @@ def _with_an_older_snapshot(**trainjob: Any) -> tuple[FakeCluster, MemoryReader,
     cluster = FakeCluster(runtime_object(), trainjob_object(**trainjob), older)
     cache = MemoryReader([runtime_object(), cluster.get(TRAINJOB, "tj", "ns")])
     r = TrainJobReconciler(
-        cache=cluster,  # type: ignore[arg-type]
-        client=cluster,  # type: ignore[arg-type]
+        cache=cluster,
+        client=cluster,
         reader=cluster.reader,  # confirms a miss live: sees the unlabelled snapshot
         registry=new_registry(),
-        recorder=FakeRecorder(),  # type: ignore[arg-type]
+        recorder=FakeRecorder(),
         clock=FakeClock(wall=NOW),
         new_owner_reader=cache,  # misses are final
     )
