@@ -91,13 +91,17 @@ class Drawing:
 
     def box(
         self, box: Box, style: str, title: str, lines: tuple[str, ...] = (), *, dashed: bool = False,
-        centre: bool = False,
+        centre: bool = False, package: str = "",
     ) -> None:  # fmt: skip
+        """A box with a title and lines; `package`: where its code lives, at the bottom right."""
         self.rect(box, style, dashed=dashed)
         anchor, x = ("middle", box.cx) if centre else ("start", box.x + 10)
         self.text(x, box.y + 20, title, size=13, bold=True, anchor=anchor)
         for number, line in enumerate(lines):
             self.text(x, box.y + 38 + 15 * number, line, size=11, anchor=anchor)
+        if package:
+            self.text(box.right - 8, box.bottom - 7, package, size=10, anchor="end", colour="#4b5563",
+                      italic=True)  # fmt: skip
 
     def arrow(
         self, points: tuple[tuple[int, int], ...], *, both: bool = False, dashed: bool = False,
@@ -203,21 +207,21 @@ def draw() -> str:
         "RuntimeClass; ConfigMap and",
         "Secret (labelled ones only);",
         "field index: runtimeRef",
-    ))  # fmt: skip
+    ), package="controller/informers, cache/")  # fmt: skip
     d.box(queue, "part", "Workqueues", (
         "one per controller",
         "rate-limited, FIFO",
         "a key is never",
         "processed twice",
         "at once",
-    ))  # fmt: skip
+    ), package="controller/workqueue/")  # fmt: skip
     d.box(controllers, "part", "Controllers", (
         "trainjob (5 workers)",
         "trainingruntime",
         "clustertrainingruntime",
         "level-based reconcile",
         "of namespace/name",
-    ))  # fmt: skip
+    ), package="controller/controller/")  # fmt: skip
     d.arrow(((api.right, 175), (informers.left, 175)))
     d.label((api.right + informers.left) // 2, 169, "watch")
     d.arrow(((informers.right, 175), (queue.left, 175)))
@@ -262,12 +266,12 @@ def draw() -> str:
         "server-side apply, field manager trainer",
         "status: JSON merge patch on /status",
         "core/v1 Events; per-type rate limits",
-    ))  # fmt: skip
+    ), package="controller/client/")  # fmt: skip
     d.box(leader, "part", "Leader election + certificates", (
         "Lease trainer.kubeflow.org: one leader",
         "runs the controllers; the rotator fills",
         "the webhook Secret and caBundle",
-    ))  # fmt: skip
+    ), package="controller/manager/, serving/certs/")  # fmt: skip
     d.arrow(((client.cx, pipeline.bottom), (client.cx, client.top)))
     d.label(client.cx + 8, pipeline.bottom + 20, "objects, in order", anchor="start")
     d.arrow(((client.left, 541), (api.right, 541)))
@@ -283,7 +287,7 @@ def draw() -> str:
         "(Cluster)TrainingRuntimes",
         "fails closed",
         "certificates reloaded live",
-    ))  # fmt: skip
+    ), package="controller/serving/webhook/")  # fmt: skip
     d.box(status, "server", "Status server", (
         ":10443, HTTPS; feature",
         "gate TrainJobStatus",
@@ -291,14 +295,14 @@ def draw() -> str:
         "metrics with a projected",
         "token (TokenReview);",
         "written to trainerStatus",
-    ))  # fmt: skip
+    ), package="trainer/statusserver/")  # fmt: skip
     d.box(metrics, "server", "Metrics + health", (
         ":8443 /metrics (HTTPS,",
         "optional authn/authz)",
         "kubeflow_trainer_* and",
         "controller-runtime's;",
         ":8081 /healthz /readyz",
-    ))  # fmt: skip
+    ), package="controller/metrics, serving/")  # fmt: skip
     d.arrow(((api.right, 680), (webhook.left, 680)))
     d.label((api.right + webhook.left) // 2, 674, "admission")
 
