@@ -43,12 +43,19 @@ from controller.client.gvk import GVK
 from runtime.api import constants
 from runtime.api.views import TrainJobView
 from support import e2e_paths as paths
-from support import install, kueue, kwok
+from support import install, kwok
+from support.kueue import (
+    CLUSTER_QUEUE_GVK,
+    KUEUE_API_VERSION,
+    KUEUE_QUEUE_LABEL,
+    RESOURCE_FLAVOR_GVK,
+    WORKLOAD_GVK,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-QUEUE_LABEL = kueue.KUEUE_QUEUE_LABEL
+QUEUE_LABEL = KUEUE_QUEUE_LABEL
 KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 """The ``spec.runtimePatches[].manager`` Kueue writes its part of a TrainJob under."""
 FLAVOR_LABEL = "kueue-e2e.trainer.kubeflow.org/flavor"
@@ -136,13 +143,13 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
     """A ResourceFlavor for the reserved node and a ClusterQueue with 1 CPU of quota in it: room for one of
     this module's TrainJobs (1 CPU each) at a time. Deleted after the module, while Kueue runs."""
     flavor = {
-        "apiVersion": kueue.KUEUE_API_VERSION,
+        "apiVersion": KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": {"name": RESOURCE_FLAVOR},
         "spec": {"nodeLabels": {FLAVOR_LABEL: FLAVOR}, "tolerations": [TOLERATION]},
     }
     queue = {
-        "apiVersion": kueue.KUEUE_API_VERSION,
+        "apiVersion": KUEUE_API_VERSION,
         "kind": "ClusterQueue",
         "metadata": {"name": CLUSTER_QUEUE},
         "spec": {
@@ -161,7 +168,7 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
     client.apply(queue, "e2e", force=True)
 
     def active() -> None:
-        assert condition(client.get(kueue.CLUSTER_QUEUE_GVK, CLUSTER_QUEUE), "Active")["status"] == "True"
+        assert condition(client.get(CLUSTER_QUEUE_GVK, CLUSTER_QUEUE), "Active")["status"] == "True"
 
     envtest.eventually(active, timeout=30, interval=0.25)
     try:
@@ -170,8 +177,8 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
         # The test namespaces are being deleted; their Workloads go, Kueue lets go of the queue, then of the
         # flavor (each carries Kueue's resource-in-use finalizer).
         for gvk, name in (
-            (kueue.CLUSTER_QUEUE_GVK, CLUSTER_QUEUE),
-            (kueue.RESOURCE_FLAVOR_GVK, RESOURCE_FLAVOR),
+            (CLUSTER_QUEUE_GVK, CLUSTER_QUEUE),
+            (RESOURCE_FLAVOR_GVK, RESOURCE_FLAVOR),
         ):
             with contextlib.suppress(NotFound):
                 client.delete(gvk, name)
@@ -193,7 +200,7 @@ pytestmark = pytest.mark.usefixtures("kueue", "manager")
 def local_queue(client: Client, namespace: str) -> None:
     client.create(
         {
-            "apiVersion": kueue.KUEUE_API_VERSION,
+            "apiVersion": KUEUE_API_VERSION,
             "kind": "LocalQueue",
             "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
             "spec": {"clusterQueue": CLUSTER_QUEUE},
@@ -258,7 +265,7 @@ def workload_of(client: Client, trainjob: Mapping[str, Any]) -> dict[str, Any]:
     namespace, uid = trainjob["metadata"]["namespace"], trainjob["metadata"]["uid"]
     owned = [
         w
-        for w in client.list(kueue.WORKLOAD_GVK, namespace).items
+        for w in client.list(WORKLOAD_GVK, namespace).items
         if any(ref["uid"] == uid for ref in w["metadata"].get("ownerReferences") or ())
     ]
     assert len(owned) == 1, f"Workloads of TrainJob {trainjob['metadata']['name']}: {owned}"
