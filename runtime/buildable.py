@@ -67,6 +67,7 @@ __all__ = [
     "resource_requirements_errors",
     "runtime_errors",
     "trainjob_errors",
+    "utf8_length",
 ]
 
 MAX_INT32 = 2**31 - 1
@@ -368,10 +369,11 @@ def runtime_errors(runtime_spec: Mapping[str, Any]) -> list[FieldError]:
 def annotations_bytes(annotations: Any) -> int:
     """What the API server counts of `annotations` against `MAX_ANNOTATIONS_BYTES` (Go
     `ValidateAnnotationsSize`: the UTF-8 length of every key and value). O(their size)."""
-    return sum(_utf8_length(str(k)) + _utf8_length(str(v)) for k, v in _mapping(annotations).items())
+    return sum(utf8_length(str(k)) + utf8_length(str(v)) for k, v in _mapping(annotations).items())
 
 
-def _utf8_length(text: str) -> int:
+def utf8_length(text: str) -> int:
+    """The bytes of `text` in UTF-8, as Go's `len` counts a string (lone surrogates as 3 bytes)."""
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 

@@ -59,6 +59,7 @@ from runtime.api import constants
 from runtime.api.gojson import go_json_training_runtime
 from runtime.api.v1alpha1 import TrainJob
 from runtime.api.views import ObjectView, TrainJobView, as_dict
+from runtime.buildable import MAX_CONFIGMAP_BYTES, utf8_length
 from runtime.core.errors import SnapshotError
 from runtime.echo import elide, quote
 from runtime.framework.reader import Reader
@@ -81,7 +82,7 @@ __all__ = [
     "type_error_summary",
 ]
 
-MAX_SNAPSHOT_BYTES: Final = 1 << 20
+MAX_SNAPSHOT_BYTES: Final = MAX_CONFIGMAP_BYTES
 """The most text `data.runtime` may hold: the API server's limit for a whole ConfigMap's data, in bytes
 (`core.MaxSecretSize`); `read_snapshot` counts characters, never more than the bytes."""
 
@@ -136,8 +137,7 @@ class SnapshotText:
         long: may not be more than 1048576 bytes`), and the snapshot is its only value; `read_snapshot`
         refuses more than `MAX_SNAPSHOT_NODES` nodes. Exact: the bytes counted are those the apply sends,
         the nodes those the read decodes."""
-        text = self.text
-        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        size = utf8_length(self.text)
         if size > MAX_SNAPSHOT_BYTES:
             return (
                 f"its runtime snapshot would be {size} bytes of YAML, more than a ConfigMap holds "

@@ -212,6 +212,7 @@ def annotations_error(info: Info, trainjob: TrainJob) -> UnbuildableError | None
     patches = [
         as_dict(as_dict(patch).get("trainingRuntimeSpec")) for patch in TrainJobView(trainjob).runtime_patches
     ]
+    by_name = _patch_jobs_by_name(patches)
     places: list[tuple[str, str, Any, list[tuple[str, Any]]]] = [
         (
             "spec.template.metadata.annotations",
@@ -230,7 +231,7 @@ def annotations_error(info: Info, trainjob: TrainJob) -> UnbuildableError | None
         name = as_dict(rjob).get("name")
         job_template = as_dict(as_dict(rjob).get("template"))
         pod_template = as_dict(as_dict(job_template.get("spec")).get("template"))
-        in_patches = list(_patch_jobs(patches, name))
+        in_patches = by_name.get(name, []) if isinstance(name, str) else []
         places.append(
             (
                 f"spec.template.spec.replicatedJobs[{index}].template.metadata.annotations",
@@ -282,13 +283,17 @@ def _pod_template(job: Mapping[str, Any]) -> dict[str, Any]:
     return as_dict(as_dict(as_dict(job.get("template")).get("spec")).get("template"))
 
 
-def _patch_jobs(patches: list[dict[str, Any]], name: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(path, replicated job) of each runtime patch's replicated job named `name`."""
+def _patch_jobs_by_name(patches: list[dict[str, Any]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """(path, replicated job) of the runtime patches' replicated jobs, by name, in the patches' order: one
+    pass, so finding each job's is O(1), not a walk of every patch per job."""
+    found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for k, patch in enumerate(patches):
         jobs = as_list(as_dict(as_dict(patch.get("template")).get("spec")).get("replicatedJobs"))
         for j, job in enumerate(jobs):
-            if isinstance(job, dict) and job.get("name") == name:
-                yield f"spec.runtimePatches[{k}].{_PATCH_TEMPLATE}.spec.replicatedJobs[{j}]", job
+            if isinstance(job, dict) and isinstance(job.get("name"), str):
+                path = f"spec.runtimePatches[{k}].{_PATCH_TEMPLATE}.spec.replicatedJobs[{j}]"
+                found.setdefault(job["name"], []).append((path, job))
+    return found
 
 
 def pod_count_error(info: Info, trainjob: TrainJob, *, exact: bool) -> UnbuildableError | None:
