@@ -173,7 +173,9 @@ class QueueCore(Generic[T]):
     def shut_down_with_drain(self) -> None:
         """As :meth:`shut_down`, then block until no item is being processed.
 
-        Workers must keep calling ``done``, or this blocks until :meth:`shut_down` is called.
+        Workers must keep calling ``done``, or this blocks until :meth:`shut_down` is called. An item added
+        again while it was being processed is queued by its ``done`` and must be handed out and done too
+        (workers keep calling ``get`` until it reports the shutdown).
         """
         self._signal_threads()
         with self._lock:
