@@ -15,11 +15,18 @@
 #   manager   this project's manager (TRAINER_IMAGE) from the repository's Dockerfile, on a Debian Python
 #             base; pip installs from wheels the host downloaded, served on 127.0.0.1 for the build
 #   workload  the training Pods' image (WORKLOAD_IMAGE): Debian's Python and test/e2e/workload/
+#   examples  one image per directory of examples/images/ (EXAMPLE_IMAGES), each tagged with the name the
+#             example TrainJob beside it uses (kubeflow-trainer-py/example-<name>:<version>), from that
+#             directory's Dockerfile, which a user with a registry builds as it is from public Debian
+#             (examples/images/README.md)
 #
 # Base images are root filesystems made by debootstrap (DEBIAN_SUITE in hack/versions.env) from
 # DEBIAN_MIRROR (default: the mirror this machine's apt uses) and imported; each is tagged by a hash of its
 # package list, and every other image by a hash of what it is built from, so a second run builds nothing
-# and a changed recipe rebuilds only its images. The manager is rebuilt whenever its sources change.
+# and a changed recipe rebuilds only its images. The manager is rebuilt whenever its sources change. An
+# example image's Debian packages (its Dockerfile's DEBIAN_PACKAGES argument) are in its base image, so
+# its Dockerfile's apt-get step finds nothing to install; its Python packages (requirements.txt) come from
+# wheels the host's pip downloaded, served on 127.0.0.1 for the build as the manager's are.
 # Needs a Docker engine (hack/docker-engine.sh), and root for debootstrap.
 set -euo pipefail
 
@@ -48,13 +55,23 @@ JOBSET_IMAGE=${JOBSET_IMAGE:-trainer-e2e/jobset:$JOBSET_VERSION}
 TRAINER_IMAGE=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e-$manager_key}
 WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
 
+# The example images: the name the examples use (the package's version as the tag, so that a kubelet never
+# pulls it), and a cache key per directory.
+examples_version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' "$repo/pyproject.toml")
+example_names=$(cd "$repo/examples/images" 2>/dev/null && find . -mindepth 2 -maxdepth 2 -name Dockerfile |
+  sed -E 's#^\./([^/]+)/Dockerfile$#\1#' | sort | tr '\n' ' ' || true)
+example_image() { echo "kubeflow-trainer-py/example-$1:$examples_version"; }
+example_key() { hash_of hack/build-images.sh $(cd "$repo" && find "examples/images/$1" -type f | sort); }
+EXAMPLE_IMAGES=$(for n in $example_names; do printf '%s ' "$(example_image "$n")"; done)
+EXAMPLE_IMAGES=${EXAMPLE_IMAGES% }
+
 if [[ "${1:-}" == "--print" ]]; then
-  printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\n' \
-    "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE"
+  printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
+    "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
   exit 0
 fi
 
-all="node jobset manager workload"
+all="node jobset manager workload examples"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -203,18 +220,20 @@ build_jobset() {
 
 python_base() { debian_base python python3 python3-venv; }
 
-# A wheelhouse for the manager's build: the package's pinned dependencies and its build backend, downloaded
-# by the host's pip (which has the machine's registry access and certificates), then served read-only on a
-# loopback port while `docker build --network host` runs, so the Dockerfile's pip needs no index.
-build_manager() {
-  [[ -x "$python" ]] || die "$python is missing (run: make venv)"
-  local base wheels="$work/wheelhouse" port server
-  base=$(python_base)
-  mkdir -p "$wheels"
-  "$python" -m pip download --quiet --dest "$wheels" --only-binary=:all: --python-version 3.11 \
+# pip_download DEST PIP-ARGS...: wheels for CPython 3.11 on x86_64 Linux (Debian bookworm's Python), downloaded
+# by the host's pip, which has the machine's registry access and certificates.
+pip_download() {
+  local dest=$1; shift
+  mkdir -p "$dest"
+  "$python" -m pip download --quiet --dest "$dest" --only-binary=:all: --python-version 3.11 \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-    --platform any --implementation cp \
-    -r "$repo/requirements/manager.txt" 'setuptools>=77' wheel
+    --platform any --implementation cp "$@"
+}
+
+# build_with_wheels WHEELS DOCKER-BUILD-ARGS...: `docker build --network host` with pip pointed at WHEELS,
+# served read-only on a loopback port for the build, so the Dockerfile's pip needs no index.
+build_with_wheels() {
+  local wheels=$1 port server; shift
   port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$python" -m http.server --bind 127.0.0.1 --directory "$wheels" "$port" >/dev/null 2>&1 &
   server=$!
@@ -222,9 +241,16 @@ build_manager() {
   trap "kill $server 2>/dev/null || true" RETURN
   for _ in $(seq 50); do "$python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/')" \
     2>/dev/null && break; sleep 0.1; done
-  docker build --network host --build-arg BASE_IMAGE="$base" \
-    --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS="http://127.0.0.1:$port/" \
-    --tag "$TRAINER_IMAGE" "$repo"
+  docker build --network host --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS="http://127.0.0.1:$port/" "$@"
+}
+
+# The manager: the package's pinned dependencies and its build backend.
+build_manager() {
+  [[ -x "$python" ]] || die "$python is missing (run: make venv)"
+  local base wheels="$work/wheelhouse"
+  base=$(python_base)
+  pip_download "$wheels" -r "$repo/requirements/manager.txt" 'setuptools>=77' wheel
+  build_with_wheels "$wheels" --build-arg BASE_IMAGE="$base" --tag "$TRAINER_IMAGE" "$repo"
 }
 
 # --------------------------------------------------------------------------------------------- workload
@@ -235,8 +261,42 @@ build_workload() {
     docker build --network none --tag "$WORKLOAD_IMAGE" -f - "$repo/test/e2e/workload"
 }
 
+# ---------------------------------------------------------------------------------------------- examples
+
+# build_example NAME: examples/images/NAME/Dockerfile on a base that has its DEBIAN_PACKAGES, with the
+# wheels of its requirements.txt (if any); tagged by content (the cache) and by the examples' name.
+build_example() {
+  local name=$1 dir="$repo/examples/images/$1" packages base wheels
+  packages=$(sed -nE 's/^ARG DEBIAN_PACKAGES="([^"]*)"$/\1/p' "$dir/Dockerfile")
+  [[ -n "$packages" ]] || die "$dir/Dockerfile has no ARG DEBIAN_PACKAGES=\"...\" line"
+  # shellcheck disable=SC2086 # a list of package names, split on purpose
+  base=$(debian_base "example-$name" $packages)
+  wheels="$work/wheelhouse-example-$name"
+  if [[ -f "$dir/requirements.txt" ]]; then
+    [[ -x "$python" ]] || die "$python is missing (run: make venv)"
+    pip_download "$wheels" -r "$dir/requirements.txt"
+  else
+    mkdir -p "$wheels"
+  fi
+  build_with_wheels "$wheels" --build-arg BASE_IMAGE="$base" --tag "trainer-e2e/example-$name:$(example_key "$name")" "$dir"
+}
+
+build_examples() {
+  local n cached
+  for n in $example_names; do
+    cached="trainer-e2e/example-$n:$(example_key "$n")"
+    if exists "$cached"; then
+      say "example $n: $cached (cached)"
+    else
+      timed "example-$n" build_example "$n"
+    fi
+    docker tag "$cached" "$(example_image "$n")"
+  done
+}
+
 for n in $all; do
   wanted "$n" || continue
+  if [[ $n == examples ]]; then build_examples; continue; fi
   case $n in
     node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
     manager) image=$TRAINER_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;

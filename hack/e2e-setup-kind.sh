@@ -16,7 +16,7 @@
 #   2. the binaries and images, cached by version (a second run builds nothing);
 #   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
 #      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
-#   4. `kind load` the manager, JobSet and workload images;
+#   4. `kind load` the manager, JobSet, workload and example images;
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
@@ -162,7 +162,8 @@ export KUBECONFIG="$kubeconfig"
 k() { "$kubectl" "$@"; }
 
 # 4. Images into the node.
-for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE"; do
+# shellcheck disable=SC2086 # EXAMPLE_IMAGES is a list of names, split on purpose
+for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" $EXAMPLE_IMAGES; do
   "$kind" load docker-image "$image" --name "$name" >/dev/null
 done
 
