@@ -46,8 +46,11 @@ from runtime.framework.registry import (
     PluginContext,
     PluginEntry,
     PluginFactory,
+    PluginLoadError,
     PluginRegistry,
+    installed_entry_points,
     load_plugins,
+    load_third_party,
 )
 from runtime.framework.validation import ErrorType, FieldError, Validation, error_lines
 
@@ -72,6 +75,7 @@ __all__ = [
     "PluginEntry",
     "PluginError",
     "PluginFactory",
+    "PluginLoadError",
     "PluginRegistry",
     "PodNetwork",
     "ReadError",
@@ -84,6 +88,8 @@ __all__ = [
     "WatchExtension",
     "error_lines",
     "implements",
+    "installed_entry_points",
     "load_plugins",
+    "load_third_party",
     "object_key",
 ]
