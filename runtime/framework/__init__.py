@@ -43,6 +43,7 @@ from runtime.framework.phases import Phase, Stage
 from runtime.framework.reader import MemoryReader, ObjectKey, Reader, ReadError, object_key
 from runtime.framework.registry import (
     ENTRY_POINT_GROUP,
+    EntryPointLike,
     PluginContext,
     PluginEntry,
     PluginFactory,
@@ -60,6 +61,7 @@ __all__ = [
     "CustomValidation",
     "EnforceMLPolicy",
     "EnforcePodGroupPolicy",
+    "EntryPointLike",
     "ErrorType",
     "FieldError",
     "Framework",
