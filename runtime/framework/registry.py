@@ -212,8 +212,8 @@ def load_third_party(
                 FieldError.invalid(
                     at,
                     name,
-                    f"{_origin(entry_point)} is a {type(factory).__name__}, not a plugin factory "
-                    "(a callable taking a PluginContext, such as a plugin class)",
+                    f"{_origin(entry_point)} names a value of type {type(factory).__name__}, not a plugin "
+                    "factory (a callable taking a PluginContext, such as a plugin class)",
                 )
             )
             continue

@@ -384,8 +384,8 @@ _ENTRY_POINTS = [
         ),
         (
             ["Constant"],
-            'plugins.enabled[0]: Invalid value: "Constant": "acme.plugin:CONSTANT" is a int, not a plugin '
-            "factory (a callable taking a PluginContext, such as a plugin class)",
+            'plugins.enabled[0]: Invalid value: "Constant": "acme.plugin:CONSTANT" names a value of type '
+            "int, not a plugin factory (a callable taking a PluginContext, such as a plugin class)",
         ),
         (
             ["Idle"],
