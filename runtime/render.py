@@ -23,7 +23,10 @@ What it does, in order:
    object (a ClusterTrainingRuntime, a PriorityClass) loses any `metadata.namespace`, as the API server
    stores it.
 3. Runs the TrainJob validating webhook's checks, then builds the objects in apply order: the runtime
-   snapshot ConfigMap, then each plugin's objects in registry order.
+   snapshot ConfigMap, then each plugin's objects in registry order. The plugins are the built-ins, then
+   the third-party ones `--plugins a,b` names (else the `--config` file's `plugins.enabled`), loaded from
+   the installed `kubeflow_trainer.plugins` entry points by the manager's loader
+   (`runtime.framework.load_third_party`, so a name the manager would refuse is refused here too).
 4. Prints them as multi-document YAML (keys sorted, multi-line strings as literal blocks).
 
 Guarantees:
@@ -81,11 +84,13 @@ from runtime.framework import (
     PluginContext,
     PluginEntry,
     PluginFactory,
+    PluginLoadError,
     PluginRegistry,
     error_lines,
+    load_third_party,
     object_key,
 )
-from runtime.plugins import builtin_registry
+from runtime.plugins import BUILTIN_ORDER, builtin_registry
 from runtime.plugins.flux import CurveKeyGenerator, CurveKeyPair, Flux, generate_curve_key_pair
 from runtime.plugins.mpi import MPI, KeyGenerator, SSHKeyPair, generate_ssh_key_pair
 from runtime.plugins.trainjobstatus import (
@@ -384,6 +389,9 @@ class RenderOptions:
     """The Flux CURVE key pair (`--curve-keys`)."""
     schemas: SchemaChecker | None = None
     """None skips the schema checks and defaults."""
+    plugins: tuple[PluginEntry, ...] = ()
+    """Third-party plugins, run after the built-ins in this order (`--plugins`, else the `--config` file's
+    `plugins.enabled`; loaded by `runtime.framework.load_third_party`, as the manager loads them)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -444,7 +452,7 @@ def _registry(options: RenderOptions) -> PluginRegistry:
             entries.append(PluginEntry(entry.name, _status_plugin(options.operator_namespace)))
         else:
             entries.append(entry)
-    return PluginRegistry(entries)
+    return PluginRegistry((*entries, *options.plugins))
 
 
 def render(
@@ -611,6 +619,36 @@ def _parse_feature_gates(values: Sequence[str], start: FeatureGates | None = Non
     return gates.enabled_set()
 
 
+def _config_plugins(config: Mapping[str, Any], source: Path) -> tuple[str, ...]:
+    """The names a Configuration's `plugins.enabled` lists (the manager's decoder checks the rest)."""
+    section = config.get("plugins")
+    enabled = section.get("enabled") if isinstance(section, dict) else None
+    if section is not None and not isinstance(section, dict):
+        raise RenderError(f"--config {source}: plugins must be an object with a list enabled")
+    if enabled is None:
+        return ()
+    if not isinstance(enabled, list) or not all(isinstance(name, str) for name in enabled):
+        raise RenderError(f"--config {source}: plugins.enabled must be a list of plugin names")
+    return tuple(enabled)
+
+
+def _plugins(flag: str | None, config: Mapping[str, Any], source: Path | None) -> tuple[PluginEntry, ...]:
+    """The third-party plugins to run: `--plugins` (comma-separated names; empty: none) when given, else the
+    `--config` file's `plugins.enabled`, loaded from the installed `kubeflow_trainer.plugins` entry points
+    as the manager loads them."""
+    if flag is not None:
+        names, path = tuple(name.strip() for name in flag.split(",") if name.strip()), "--plugins"
+    elif source is not None:
+        names, path = _config_plugins(config, source), "plugins.enabled"
+    else:
+        return ()
+    try:
+        return load_third_party(names, builtins=BUILTIN_ORDER, path=path)
+    except PluginLoadError as exc:
+        where = "--plugins" if flag is not None else f"--config {source}"
+        raise RenderError(f"{where}: cannot load the plugins", exc.errors) from exc
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainer-render",
@@ -652,6 +690,12 @@ def _parser() -> argparse.ArgumentParser:
         help="controller feature gates, e.g. TrainJobStatus=true (override the --config file's featureGates)",
     )
     parser.add_argument("--config", type=Path, metavar="PATH", help="the controller Configuration (YAML)")
+    parser.add_argument(
+        "--plugins",
+        metavar="NAME,...",
+        help="third-party plugins to run after the built-ins, by kubeflow_trainer.plugins entry-point name "
+        "(replaces the --config file's plugins.enabled; empty: none)",
+    )
     parser.add_argument(
         "--operator-namespace",
         default=DEFAULT_OPERATOR_NAMESPACE,
@@ -724,6 +768,7 @@ def _options(
         keygen=generate_ssh_key_pair if args.ssh_keys == "generate" else placeholder_ssh_keys,
         curve_keygen=generate_curve_key_pair if args.curve_keys == "generate" else placeholder_curve_keys,
         schemas=schemas,
+        plugins=_plugins(args.plugins, config, args.config),
     )
 
 

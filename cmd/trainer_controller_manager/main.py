@@ -8,8 +8,12 @@ Start-up, in order:
    with ``--zap-devel``), the only place the process's logging is configured;
 2. the Configuration (``--config``, else upstream's defaults) with ``--feature-gates`` applied over its
    ``featureGates``; bind addresses and the Lease namespace resolved against the Pod (:mod:`.serving`);
-3. the API client with ``clientConnection.qps``/``burst`` (one token bucket per resource type, as
-   controller-runtime), the runtime registry, the informer cache (with the list GC tactic switched on: an
+3. the runtime registry (``controller.trainer.setup.new_registry``: the built-in plugins, then the
+   third-party ones ``plugins.enabled`` names, imported from their ``kubeflow_trainer.plugins`` entry
+   points; one that cannot be loaded or built stops start-up here, before anything connects or listens,
+   as a configuration error naming ``plugins.enabled[i]``), the API client with
+   ``clientConnection.qps``/``burst`` (one token bucket per resource type, as controller-runtime), the
+   informer cache (with the list GC tactic switched on: an
    interpreter-wide setting that only the entry point may choose), the manager (leader election from
    ``leaderElection``; the Lease client's requests time out after ``max(renewDeadline / 2, 1 s)``), the
    ``healthz`` (ping) and ``readyz`` (caches synced) checks, the certificates
@@ -31,7 +35,8 @@ Exit status (also in ``--help`` and ``docs/configuration.md``):
 ======  =====================================================================================
 ``0``   stopped cleanly by SIGTERM/SIGINT
 ``1``   any other failure at run time (no kubeconfig, a server cannot bind, caches never synced...)
-``2``   bad flags, or a configuration that does not load or validate (the log names the field)
+``2``   bad flags, a configuration that does not load or validate, or a plugin it enables that cannot be
+        loaded or built (the log names the field)
 ``3``   the leader election Lease was lost (``LeaderElectionLost``): restart to stand by again
 ======  =====================================================================================
 
@@ -125,6 +130,7 @@ def _announce(settings: Settings) -> None:
         leader_election=config.leader_election_enabled,
         group_kind_concurrency=dict(config.controller.group_kind_concurrency),
         feature_gates=sorted(config.feature_gates.enabled_set()),
+        plugins=list(config.plugins.enabled),
         metrics_bind_address=settings.serving.metrics_bind_address,
         health_probe_bind_address=settings.serving.health_probe_bind_address,
         webhook_bind_address=settings.serving.webhook_bind_address,
@@ -166,7 +172,10 @@ def caches_synced(cache: Cache) -> Checker:
 
 
 def build_manager(settings: Settings) -> Manager:
-    """The real manager, with the Trainer's controllers registered (needs a reachable API server)."""
+    """The real manager, with the Trainer's controllers registered (needs a reachable API server).
+
+    The plugins come first: a ``plugins.enabled`` entry that cannot be loaded or built raises
+    ``ConfigurationError`` before any connection is made or port opened."""
     # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
     from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
     from controller.trainer.statusserver import setup_status_server  # noqa: PLC0415
@@ -250,6 +259,9 @@ def main(
         runner = (build or build_manager)(settings)
         _log.info("setup.starting_manager")
         runner.run_until_signal()
+    except ConfigurationError as exc:  # from build: a plugin plugins.enabled names cannot be loaded or built
+        _log.error("setup.invalid_configuration", error=str(exc), field=exc.field)
+        return EXIT_USAGE
     except LeaderElectionLost as exc:
         _log.error("setup.leader_election_lost", error=str(exc), exit_status=EXIT_LEADER_ELECTION_LOST)
         return EXIT_LEADER_ELECTION_LOST

@@ -34,7 +34,10 @@ Deliberate differences from upstream, each making a mistake visible at start-up 
 - Feature gates in ``featureGates`` must exist (upstream fails the same way, a step later).
 
 ``metrics.auth.enabled`` is upstream's field from after v2.3.0 (default false): a v2.3.0 file has no
-``auth`` and decodes unchanged.
+``auth`` and decodes unchanged. ``plugins.enabled`` is this port's own (upstream compiles its plugins in):
+the third-party plugins to load from the ``kubeflow_trainer.plugins`` entry points; absent means none, so
+an upstream file decodes unchanged. Decoding checks its shape (a list of non-empty strings); whether each
+name is installed is checked when the manager builds its plugins.
 
 Deliberately missing: serving anything; this module only decodes and validates (the entry point and
 ``controller.trainer`` wire the servers).
@@ -68,6 +71,7 @@ __all__ = [
     "ControllerMetrics",
     "ControllerWebhook",
     "LeaderElectionConfiguration",
+    "Plugins",
     "StatusServer",
     "TLSOptions",
     "load_configuration",
@@ -213,6 +217,16 @@ class TLSOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Plugins:
+    """``plugins`` (this port's extension; upstream has no such section): the third-party plugins to run."""
+
+    enabled: tuple[str, ...] = ()
+    """Entry-point names in the ``kubeflow_trainer.plugins`` group, run after the built-ins in this order.
+    Decoding checks only the shape; the manager loads them at start-up
+    (``controller.trainer.setup.new_registry``), where an unknown name stops it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Configuration:
     """The whole ``Configuration``, defaulted and validated."""
 
@@ -228,6 +242,7 @@ class Configuration:
     status_server: StatusServer = field(default_factory=StatusServer)
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     tls: TLSOptions = field(default_factory=TLSOptions)
+    plugins: Plugins = field(default_factory=Plugins)
 
     @property
     def leader_election_enabled(self) -> bool:
@@ -271,6 +286,7 @@ class Configuration:
                 "cipherSuites": list(self.tls.cipher_suites),
                 "nextProtos": list(self.tls.next_protos),
             },
+            "plugins": {"enabled": list(self.plugins.enabled)},
         }
         if self.leader_election is not None:
             le = self.leader_election
@@ -533,6 +549,10 @@ def _decode(document: Any) -> Configuration:
         next_protos=s.get("nextProtos", _strings, ()),
     )
     s.done()
+
+    s = root.section("plugins")
+    plugins = Plugins(enabled=s.get("enabled", _strings, ()))
+    s.done()
     root.done()
 
     errors: list[FieldError] = []
@@ -552,6 +572,7 @@ def _decode(document: Any) -> Configuration:
         status_server=status_server,
         feature_gates=feature_gates,
         tls=tls,
+        plugins=plugins,
     )
     errors += _validate(config)
     if errors:
@@ -634,6 +655,9 @@ def _validate(config: Configuration) -> list[FieldError]:
             errors.append(_invalid(path, f"must have at most {max_items} items, got {len(items)}"))
         for i, item in enumerate(items):
             _check_length(errors, f"{path}[{i}]", item, max_len)
+    for i, name in enumerate(config.plugins.enabled):
+        if not name:
+            errors.append(_invalid(f"plugins.enabled[{i}]", "must be a plugin's name, got an empty string"))
     return errors
 
 

@@ -7,7 +7,9 @@ Go origin: kubeflow/trainer `pkg/controller/setup.go` (`SetupControllers`), `pkg
 
 Start-up, in order (`cmd/` calls these):
 
-1. `new_registry(...)`: the built-in plugins (with the enabled feature gates) in one framework.
+1. `new_registry(...)`: the built-in plugins (with the enabled feature gates), then the third-party ones
+   `plugins.enabled` names (from the `kubeflow_trainer.plugins` entry points), in one framework; a name
+   that cannot be loaded or built is a `ConfigurationError` at its entry of the list.
 2. `cache_by_object(registry)`: what the cache holds of each kind the plugins watch. A kind whose watches
    all declare the same label selector is cached under it (ConfigMaps and Secrets: only those labelled
    `trainer.kubeflow.org/trainjob-name`), so the manager never caches every ConfigMap or Secret of the
@@ -46,7 +48,7 @@ from controller.controller.builder import ControllerBuilder
 from controller.controller.predicate import Funcs
 from controller.controller.reconcile import Request
 from controller.manager.manager import Manager
-from controller.trainer.config import Configuration
+from controller.trainer.config import Configuration, ConfigurationError
 from controller.trainer.indexers import register_indexes, trainjobs_for_runtime
 from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB, gvk_of
 from controller.trainer.metrics import TrainJobStateMetrics
@@ -59,8 +61,21 @@ from controller.trainer.runtime_controller import (
 from controller.trainer.trainjob_controller import CONTROLLER_NAME, RECORDER_NAME, TrainJobReconciler
 from runtime.api.views import TrainJobView
 from runtime.core import RuntimeRegistry
-from runtime.framework import Framework, PluginContext, PluginEntry, PluginRegistry, Reader, Watch
-from runtime.plugins import builtin_registry
+from runtime.framework import (
+    EntryPointLike,
+    ErrorType,
+    FieldError,
+    Framework,
+    PluginConfigurationError,
+    PluginContext,
+    PluginEntry,
+    PluginLoadError,
+    PluginRegistry,
+    Reader,
+    Watch,
+    load_third_party,
+)
+from runtime.plugins import BUILTIN_ORDER, builtin_registry
 from runtime.plugins.trainjobstatus import (
     DEFAULT_OPERATOR_NAMESPACE,
     StatusServerSettings,
@@ -83,12 +98,25 @@ def concurrency_key(gvk: GVK) -> str:
     return f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
 
 
+_PLUGINS_ENABLED = "plugins.enabled"
+"""Where the Configuration names the third-party plugins (field errors point into it)."""
+
+
 def new_registry(
-    config: Configuration | None = None, *, operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    config: Configuration | None = None,
+    *,
+    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE,
+    entry_points: Iterable[EntryPointLike] | None = None,
 ) -> RuntimeRegistry:
-    """The runtime registry over the built-in plugins, as the manager runs it: the feature gates of
-    `config` (default: none enabled), and the status server's address for the `TrainJobStatus` plugin
-    (`certManagement` names, `statusServer.port`, and the namespace the manager runs in)."""
+    """The runtime registry as the manager runs it: the built-in plugins with the feature gates of `config`
+    (default: none enabled) and the status server's address for the `TrainJobStatus` plugin
+    (`certManagement` names, `statusServer.port`, and the namespace the manager runs in), then the
+    third-party plugins `plugins.enabled` names, loaded from the `kubeflow_trainer.plugins` entry points
+    (`entry_points`: the installed ones unless given), in that order.
+
+    Raises `ConfigurationError` naming the entry of `plugins.enabled` at fault when a plugin cannot be
+    loaded or built (`plugins.enabled[1]: Not found: "acme": no installed distribution provides ...`).
+    """
     config = config if config is not None else Configuration()
     gates = config.feature_gates.enabled_set()
     plugin_config = {
@@ -100,13 +128,31 @@ def new_registry(
     }
     context = PluginContext(config=plugin_config, feature_gates=gates)
     settings = StatusServerSettings.from_config(plugin_config, operator_namespace=operator_namespace)
-    entries = [
+    builtins = PluginRegistry(
         PluginEntry(entry.name, lambda ctx: TrainJobStatusPlugin(ctx, settings=settings))
         if entry.name == TrainJobStatusPlugin.name
         else entry
         for entry in builtin_registry(gates)
-    ]
-    return RuntimeRegistry(Framework(PluginRegistry(entries), context))
+    )
+    # Every built-in name is refused in the list, the gated ones too: enabling one is the gate's job.
+    every_builtin = set(builtins.names) | set(BUILTIN_ORDER)
+    enabled = config.plugins.enabled
+    try:
+        third_party = load_third_party(
+            enabled, builtins=every_builtin, path=_PLUGINS_ENABLED, entry_points=entry_points
+        )
+    except PluginLoadError as exc:
+        raise ConfigurationError(
+            [FieldError(path=e.path, type=ErrorType.INVALID, message=e.body()) for e in exc.errors]
+        ) from exc
+    try:
+        framework = Framework(builtins.extended(third_party), context)
+    except PluginConfigurationError as exc:
+        if exc.plugin not in enabled:
+            raise
+        path = f"{_PLUGINS_ENABLED}[{enabled.index(exc.plugin)}]"
+        raise ConfigurationError(FieldError(path=path, type=ErrorType.INVALID, message=str(exc))) from exc
+    return RuntimeRegistry(framework)
 
 
 def _watched_kinds(watches: Iterable[Watch]) -> dict[GVK, list[Watch]]:

@@ -43,11 +43,15 @@ from runtime.framework.phases import Phase, Stage
 from runtime.framework.reader import MemoryReader, ObjectKey, Reader, ReadError, object_key
 from runtime.framework.registry import (
     ENTRY_POINT_GROUP,
+    EntryPointLike,
     PluginContext,
     PluginEntry,
     PluginFactory,
+    PluginLoadError,
     PluginRegistry,
+    installed_entry_points,
     load_plugins,
+    load_third_party,
 )
 from runtime.framework.validation import ErrorType, FieldError, Validation, error_lines
 
@@ -57,6 +61,7 @@ __all__ = [
     "CustomValidation",
     "EnforceMLPolicy",
     "EnforcePodGroupPolicy",
+    "EntryPointLike",
     "ErrorType",
     "FieldError",
     "Framework",
@@ -72,6 +77,7 @@ __all__ = [
     "PluginEntry",
     "PluginError",
     "PluginFactory",
+    "PluginLoadError",
     "PluginRegistry",
     "PodNetwork",
     "ReadError",
@@ -84,6 +90,8 @@ __all__ = [
     "WatchExtension",
     "error_lines",
     "implements",
+    "installed_entry_points",
     "load_plugins",
+    "load_third_party",
     "object_key",
 ]

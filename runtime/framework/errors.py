@@ -32,4 +32,12 @@ class PhaseError(FrameworkError):
 
 
 class PluginConfigurationError(FrameworkError):
-    """The plugin set cannot be built: an unknown or duplicate name, a failing factory, two status plugins."""
+    """The plugin set cannot be built: an unknown or duplicate name, a failing factory, two status plugins.
+
+    `plugin` names the plugin at fault when there is one (None for a problem of the whole set), so a caller
+    can point at the configuration entry that enabled it.
+    """
+
+    def __init__(self, message: str, *, plugin: str | None = None) -> None:
+        super().__init__(message)
+        self.plugin = plugin

@@ -79,10 +79,13 @@ class Framework:
             try:
                 plugin = entry.factory(context)
             except Exception as exc:
-                raise PluginConfigurationError(f"initializing plugin {entry.name!r}: {exc}") from exc
+                raise PluginConfigurationError(
+                    f"initializing plugin {entry.name!r}: {exc}", plugin=entry.name
+                ) from exc
             if getattr(plugin, "name", None) != entry.name:
                 raise PluginConfigurationError(
-                    f"plugin registered as {entry.name!r} calls itself {getattr(plugin, 'name', None)!r}"
+                    f"plugin registered as {entry.name!r} calls itself {getattr(plugin, 'name', None)!r}",
+                    plugin=entry.name,
                 )
             plugins.append(plugin)
         self._plugins = tuple(plugins)

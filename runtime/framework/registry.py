@@ -7,8 +7,13 @@ every run (upstream's order within a phase changes from run to run).
 Guarantees:
 - A registry is immutable; names are unique (a duplicate is a `PluginConfigurationError` at construction).
 - `load_plugins` keeps the built-in order, then appends the enabled third-party plugins in the order the
-  configuration lists them. An enabled name that no entry point provides, a third-party name that shadows a
-  built-in, and a name listed twice are clear `PluginConfigurationError`s listing what is available.
+  configuration lists them. `load_third_party` is the one loader (the manager's `plugins.enabled` and
+  `trainer-render --plugins` both use it): every bad entry of the list (a name no installed distribution
+  provides, one two distributions provide, a built-in's name, a name listed twice, an entry point that fails
+  to import, names no callable or a class that subclasses no extension point) is a field error at its
+  index, all reported at once in a `PluginLoadError`
+  (`plugins.enabled[1]: Not found: "acme": no installed distribution provides ...`, then the installed
+  names).
 - Entry points are imported only when enabled: a broken third-party package that nobody enabled cannot
   break start-up.
 
@@ -19,12 +24,15 @@ TrainJobStatus is added by `runtime.plugins.builtin_registry` only under its fea
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runtime.echo import quote
 from runtime.framework.errors import PluginConfigurationError
 from runtime.framework.extensions import Plugin
+from runtime.framework.phases import Phase
+from runtime.framework.validation import ErrorType, FieldError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -32,8 +40,11 @@ __all__ = [
     "PluginContext",
     "PluginEntry",
     "PluginFactory",
+    "PluginLoadError",
     "PluginRegistry",
+    "installed_entry_points",
     "load_plugins",
+    "load_third_party",
 ]
 
 ENTRY_POINT_GROUP = "kubeflow_trainer.plugins"
@@ -102,7 +113,8 @@ class PluginRegistry:
 
 
 class EntryPointLike(Protocol):
-    """The part of `importlib.metadata.EntryPoint` we use (tests pass fakes)."""
+    """The part of `importlib.metadata.EntryPoint` we use (tests pass fakes; `value` and `dist`, when
+    present, only make error messages more precise)."""
 
     @property
     def name(self) -> str: ...
@@ -110,39 +122,127 @@ class EntryPointLike(Protocol):
     def load(self) -> Any: ...
 
 
+class PluginLoadError(PluginConfigurationError):
+    """The enabled third-party plugins cannot be loaded. `errors` holds one field error per bad entry of the
+    list, at its path (`plugins.enabled[1]`); the message is their lines joined by `; `."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        super().__init__("; ".join(map(str, errors)))
+        self.errors = tuple(errors)
+
+
+def installed_entry_points() -> tuple[EntryPointLike, ...]:
+    """The `kubeflow_trainer.plugins` entry points of the installed distributions (not loaded)."""
+    return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _origin(entry_point: EntryPointLike) -> str:
+    """`"acme_trainer.plugin:Acme" (acme-trainer 1.0)`, as much of it as the entry point knows."""
+    value = getattr(entry_point, "value", None)
+    text = f'"{value}"' if value else "the entry point"
+    dist = getattr(entry_point, "dist", None)
+    if dist is not None:
+        text += f" ({getattr(dist, 'name', '?')} {getattr(dist, 'version', '?')})"
+    return text
+
+
+def load_third_party(
+    enabled: Sequence[str],
+    *,
+    builtins: Container[str] = (),
+    path: str = "plugins.enabled",
+    entry_points: Iterable[EntryPointLike] | None = None,
+) -> tuple[PluginEntry, ...]:
+    """The plugins `enabled` names, loaded from their entry points, in that order.
+
+    `path` is where the list was written (`plugins.enabled` in the manager's Configuration, `--plugins` in
+    `trainer-render`); every problem is reported at once as a `PluginLoadError` with a field error at
+    `path[i]`: a name no installed distribution provides (the message lists the installed ones), a name
+    that two distributions provide, a built-in's name, a name listed twice, an entry point that fails to
+    import, one that names no callable, a class that subclasses no extension point (a factory that is not a
+    class is checked when the `Framework` calls it). `entry_points` defaults to `installed_entry_points()`;
+    only the enabled ones are imported.
+    """
+    if entry_points is None:
+        entry_points = installed_entry_points()
+    available: dict[str, list[EntryPointLike]] = {}
+    for entry_point in entry_points:
+        available.setdefault(entry_point.name, []).append(entry_point)
+    installed = ", ".join(sorted(available)) or "none"
+    errors: list[FieldError] = []
+    loaded: list[PluginEntry] = []
+    for i, name in enumerate(enabled):
+        at = f"{path}[{i}]"
+        if name in builtins:
+            errors.append(
+                FieldError.invalid(
+                    at, name, "a built-in plugin, always registered: list only third-party ones"
+                )
+            )
+            continue
+        if name in enabled[:i]:
+            errors.append(FieldError(path=at, type=ErrorType.DUPLICATE, value=name, message=""))
+            continue
+        candidates = available.get(name, [])
+        if not candidates:
+            errors.append(
+                FieldError(
+                    path=at,
+                    type=ErrorType.NOT_FOUND,
+                    value=name,
+                    message=f"no installed distribution provides a {ENTRY_POINT_GROUP} entry point named "
+                    f"{quote(name)} (installed: {installed})",
+                )
+            )
+            continue
+        if len(candidates) > 1:
+            origins = ", ".join(map(_origin, candidates))
+            errors.append(FieldError.invalid(at, name, f"provided by more than one entry point: {origins}"))
+            continue
+        (entry_point,) = candidates
+        try:
+            factory = entry_point.load()
+        except Exception as exc:  # noqa: BLE001 - ImportError, or whatever the module raises: reported
+            errors.append(
+                FieldError.invalid(at, name, f"loading {_origin(entry_point)}: {type(exc).__name__}: {exc}")
+            )
+            continue
+        if not callable(factory):
+            errors.append(
+                FieldError.invalid(
+                    at,
+                    name,
+                    f"{_origin(entry_point)} names a value of type {type(factory).__name__}, not a plugin "
+                    "factory (a callable taking a PluginContext, such as a plugin class)",
+                )
+            )
+            continue
+        if isinstance(factory, type) and not any(p.extension_point in factory.__mro__ for p in Phase):
+            points = ", ".join(dict.fromkeys(p.extension_point.__name__ for p in Phase))
+            errors.append(
+                FieldError.invalid(
+                    at,
+                    name,
+                    f"{_origin(entry_point)} is not a plugin: the class {factory.__qualname__} subclasses "
+                    f"no extension point ({points}), so it would never run",
+                )
+            )
+            continue
+        loaded.append(PluginEntry(name, factory))
+    if errors:
+        raise PluginLoadError(errors)
+    return tuple(loaded)
+
+
 def load_plugins(
     builtins: PluginRegistry,
     enabled: Sequence[str],
     *,
+    path: str = "plugins.enabled",
     entry_points: Iterable[EntryPointLike] | None = None,
 ) -> PluginRegistry:
-    """The built-in plugins followed by the enabled third-party ones (configuration order).
-
-    `entry_points` defaults to the installed distributions' `kubeflow_trainer.plugins` group.
-    """
-    if entry_points is None:
-        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    available = {ep.name: ep for ep in entry_points}
-    extra: list[PluginEntry] = []
-    for name in enabled:
-        if name in builtins:
-            raise PluginConfigurationError(
-                f"plugin {name!r} is built in and always enabled; list only third-party plugins"
-            )
-        if any(entry.name == name for entry in extra):
-            raise PluginConfigurationError(f"plugin {name!r} is enabled twice")
-        entry_point = available.get(name)
-        if entry_point is None:
-            known = ", ".join(sorted(available)) or "none installed"
-            raise PluginConfigurationError(
-                f"unknown plugin {name!r}: no {ENTRY_POINT_GROUP!r} entry point provides it "
-                f"(available: {known})"
-            )
-        try:
-            factory = entry_point.load()
-        except Exception as exc:
-            raise PluginConfigurationError(f"loading plugin {name!r}: {exc}") from exc
-        if not callable(factory):
-            raise PluginConfigurationError(f"plugin {name!r}: entry point does not name a callable factory")
-        extra.append(PluginEntry(name, factory))
-    return builtins.extended(extra)
+    """The built-in plugins followed by the enabled third-party ones (in `enabled` order); raises
+    `PluginLoadError` as `load_third_party` does."""
+    return builtins.extended(
+        load_third_party(enabled, builtins=builtins, path=path, entry_points=entry_points)
+    )

@@ -1,12 +1,17 @@
 """The manager binary against a real kube-apiserver: it serves its probes and metrics, stops with status 0 on
-SIGTERM, and exits with status 3 when its Lease is taken from it. Started by ``support.launcher``, as the
-demo, the reliability suite and the benchmark start it."""
+SIGTERM, and exits with status 3 when its Lease is taken from it; it runs a third-party plugin installed
+beside it and enabled by name, and refuses to start on a name no distribution provides. Started by
+``support.launcher``, as the demo, the reliability suite and the benchmark start it."""
 
 from __future__ import annotations
 
 import http.client
+import os
+import shutil
 import signal
 import ssl
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -25,14 +30,29 @@ BASE_CONFIG = {
     "kind": "Configuration",
     "controller": {"groupKindConcurrency": {"TrainJob.trainer.kubeflow.org": 5}},
 }
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE_PLUGIN = REPO / "test" / "plugins" / "example_plugin"
 LEADER_ELECTION = {"leaderElect": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"}
 
 
 class Binary:
     """``python -m trainer_controller_manager`` in a child process (``support.launcher``), its JSON log lines
-    in a file; its environment holds only ``POD_NAMESPACE`` and a ``PATH``."""
+    in a file; its environment holds only ``POD_NAMESPACE``, a ``PATH``, and ``PYTHONPATH`` when a test
+    puts distributions beside it."""
 
-    def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str, config: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        kubeconfig: Path,
+        namespace: str,
+        config: dict[str, Any],
+        python_path: list[Path] | None = None,
+    ) -> None:
+        environ = {"POD_NAMESPACE": namespace, "PATH": "/usr/bin:/bin"}
+        if python_path:
+            # This checkout's code first (it is what is under test), then the extra distributions.
+            paths = [REPO, REPO / "cmd", *python_path]
+            environ["PYTHONPATH"] = os.pathsep.join(map(str, paths))
         # The launcher writes the serving certificate the certificate rotator would write.
         self.handle = launcher.prepare(
             tmp_path,
@@ -40,7 +60,7 @@ class Binary:
             config,
             ca_name="test-ca",
             log_level=None,
-            environ={"POD_NAMESPACE": namespace, "PATH": "/usr/bin:/bin"},
+            environ=environ,
             clean_environment=True,
         ).start()
         self.log_path = self.handle.log
@@ -90,7 +110,11 @@ class Binary:
 def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable[..., Binary]]:
     started: list[Binary] = []
 
-    def run(leader_election: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None) -> Binary:
+    def run(
+        leader_election: dict[str, Any] | None = None,
+        overrides: dict[str, Any] | None = None,
+        python_path: list[Path] | None = None,
+    ) -> Binary:
         config = launcher.configuration(
             BASE_CONFIG,
             webhook_port=free_port(),
@@ -98,7 +122,7 @@ def start(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[Callable
             leader_election=leader_election,
             overrides=overrides,
         )
-        binary = Binary(tmp_path, kubeconfig, namespace, config)
+        binary = Binary(tmp_path, kubeconfig, namespace, config, python_path)
         started.append(binary)
         return binary
 
@@ -207,3 +231,51 @@ def test_a_lease_taken_away_ends_the_process_with_3(
 
     assert binary.wait(timeout=60) == 3
     assert "setup.leader_election_lost" in [line["event"] for line in binary.lines()]
+
+
+def _install_example_plugin(tmp_path: Path) -> Path:
+    """``pip install --target`` of ``test/plugins/example_plugin`` (built from a copy: the build writes beside
+    its sources); the directory to put on the manager's ``PYTHONPATH``."""
+    source, site = tmp_path / "example-src", tmp_path / "example-site"
+    shutil.copytree(EXAMPLE_PLUGIN, source)
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+    ]
+    subprocess.run([*pip, "--target", str(site), str(source)], check=True, timeout=300, capture_output=True)
+    return site
+
+
+def test_a_plugin_installed_beside_it_and_enabled_by_name_runs(
+    start: Callable[..., Binary], eventually: Callable[..., Any], tmp_path: Path
+) -> None:
+    site = _install_example_plugin(tmp_path)
+    binary = start(overrides={"plugins": {"enabled": ["Example"]}}, python_path=[site])
+    assert eventually(lambda: binary.get("health-probe", "/healthz"), timeout=60) == "ok"
+    assert eventually(lambda: binary.get("health-probe", "/readyz"), timeout=60, retry_on=(OSError,)) == "ok"
+    loaded = next(line for line in binary.lines() if line.get("event") == "setup.configuration_loaded")
+    assert loaded["plugins"] == ["Example"]
+    binary.terminate()
+    assert binary.wait(timeout=60) == 0
+
+
+def test_a_plugin_no_installed_distribution_provides_stops_it_with_2_before_it_serves(
+    start: Callable[..., Binary], tmp_path: Path
+) -> None:
+    site = _install_example_plugin(tmp_path)
+    binary = start(overrides={"plugins": {"enabled": ["Example", "acme"]}}, python_path=[site])
+    assert binary.wait(timeout=60) == 2
+    lines = binary.lines()
+    (invalid,) = [line for line in lines if line.get("event") == "setup.invalid_configuration"]
+    assert invalid["field"] == "plugins.enabled[1]"
+    assert invalid["error"].endswith(
+        'plugins.enabled[1]: Not found: "acme": no installed distribution provides a '
+        'kubeflow_trainer.plugins entry point named "acme" (installed: Example)'
+    )
+    assert not [line for line in lines if line.get("event") == "http.serving"]

@@ -40,6 +40,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "metrics auth and tls passed through": {
         "manager": {"config": {"metrics": {"auth": {"enabled": True}}, "tls": {"minVersion": "1.3"}}}
     },
+    "a third-party plugin enabled": {"manager": {"config": {"plugins": {"enabled": ["Example"]}}}},
 }
 
 
@@ -82,6 +83,10 @@ REFUSED = {
     "a string for a count": (
         {"manager": {"config": {"controller": {"groupKindConcurrency": {"trainJob": "5"}}}}},
         "/manager/config/controller/groupKindConcurrency/trainJob",
+    ),
+    "plugins as a bare list": (
+        {"manager": {"config": {"plugins": ["Example"]}}},
+        "/manager/config/plugins",
     ),
 }
 
@@ -188,6 +193,12 @@ def test_feature_gates_concurrency_and_client_connection_reach_the_configuration
         "ClusterTrainingRuntime.trainer.kubeflow.org": 3,
     }
     assert config["clientConnection"] == {"qps": 20, "burst": 40}
+
+
+def test_third_party_plugins_reach_the_configuration_only_when_some_are_enabled(template: Template) -> None:
+    config = manager_configuration(template(VALUE_SETS["a third-party plugin enabled"]))
+    assert config["plugins"] == {"enabled": ["Example"]}
+    assert "plugins" not in manager_configuration(template())  # as config/manager ships the file
 
 
 def test_a_configuration_change_changes_the_pod_template(template: Template) -> None:

@@ -178,6 +178,29 @@ def test_a_bind_address_on_every_interface_exits_2(tmp_path: Path) -> None:
     assert run.event("setup.invalid_configuration")["field"] == "metrics.bindAddress"
 
 
+def test_a_plugin_no_distribution_provides_exits_2_naming_its_entry_before_connecting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.framework import registry
+
+    monkeypatch.setattr(registry, "installed_entry_points", lambda: ())
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nplugins: {enabled: [acme]}\n"
+    )
+    # The real build: it stops at the plugins, before it looks for a kubeconfig (there is none here).
+    run = Run([f"--config={path}", "--kubeconfig=/nonexistent"], build=entry_point.build_manager)
+    assert run.status == EXIT_USAGE
+    invalid = run.event("setup.invalid_configuration")
+    assert invalid["field"] == "plugins.enabled[0]"
+    assert invalid["error"] == (
+        'invalid configuration: plugins.enabled[0]: Not found: "acme": no installed distribution provides a '
+        'kubeflow_trainer.plugins entry point named "acme" (installed: none)'
+    )
+    assert run.event("setup.configuration_loaded")["plugins"] == ["acme"]
+    assert "setup.starting_manager" not in run.events()
+
+
 def test_bad_flags_exit_2_before_logging_is_configured(capsys: pytest.CaptureFixture[str]) -> None:
     run = Run(["--no-such-flag"])
     assert run.status == EXIT_USAGE

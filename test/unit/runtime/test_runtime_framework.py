@@ -25,6 +25,7 @@ from runtime.framework import (
     PluginContext,
     PluginEntry,
     PluginError,
+    PluginLoadError,
     PluginRegistry,
     PodNetwork,
     Reader,
@@ -34,6 +35,7 @@ from runtime.framework import (
     Watch,
     WatchExtension,
     load_plugins,
+    load_third_party,
 )
 from runtime.info import Info, build_info
 from runtime.plugins import BUILTIN_ORDER, builtin_registry
@@ -324,26 +326,101 @@ def test_enabled_third_party_plugins_run_after_the_built_ins() -> None:
     assert info.labels == {"acme.io/touched": "yes"}
 
 
+class NoExtensionPoint:
+    """Has a name and a method an extension point declares, but subclasses none: it would never run."""
+
+    name = "Idle"
+
+    def __init__(self, context: PluginContext) -> None:
+        pass
+
+    def enforce_ml_policy(self, info: Info, trainjob: TrainJob) -> None:
+        pass
+
+
+@dataclass
+class FakeDistribution:
+    name: str
+    version: str
+
+
+@dataclass
+class DescribedEntryPoint(FakeEntryPoint):
+    """An entry point with the `value` and `dist` of `importlib.metadata.EntryPoint`."""
+
+    value: str = ""
+    dist: FakeDistribution | None = None
+
+
+_ENTRY_POINTS = [
+    FakeEntryPoint("Acme", ThirdParty),
+    FakeEntryPoint("Broken", ImportError("cannot import")),
+    DescribedEntryPoint("Idle", NoExtensionPoint, "idle.plugin:Idle", FakeDistribution("idle", "1.0")),
+    DescribedEntryPoint("Constant", 42, "acme.plugin:CONSTANT"),
+    DescribedEntryPoint("Twice", ThirdParty, "one:Twice", FakeDistribution("one", "1")),
+    DescribedEntryPoint("Twice", ThirdParty, "two:Twice", FakeDistribution("two", "2")),
+]
+
+
 @pytest.mark.parametrize(
     ("enabled", "message"),
     [
         (
-            ["Nope"],
-            r"unknown plugin 'Nope': no 'kubeflow_trainer.plugins' entry point provides it "
-            r"\(available: Acme, Broken\)",
+            ["Acme", "Nope"],
+            'plugins.enabled[1]: Not found: "Nope": no installed distribution provides a '
+            'kubeflow_trainer.plugins entry point named "Nope" '
+            "(installed: Acme, Broken, Constant, Idle, Twice)",
         ),
-        (["Torch"], "plugin 'Torch' is built in and always enabled"),
-        (["Acme", "Acme"], "plugin 'Acme' is enabled twice"),
-        (["Broken"], "loading plugin 'Broken': cannot import"),
+        (
+            ["Torch"],
+            'plugins.enabled[0]: Invalid value: "Torch": a built-in plugin, always registered: '
+            "list only third-party ones",
+        ),
+        (["Acme", "Acme"], 'plugins.enabled[1]: Duplicate value: "Acme"'),
+        (
+            ["Broken"],
+            'plugins.enabled[0]: Invalid value: "Broken": loading the entry point: '
+            "ImportError: cannot import",
+        ),
+        (
+            ["Constant"],
+            'plugins.enabled[0]: Invalid value: "Constant": "acme.plugin:CONSTANT" names a value of type '
+            "int, not a plugin factory (a callable taking a PluginContext, such as a plugin class)",
+        ),
+        (
+            ["Idle"],
+            'plugins.enabled[0]: Invalid value: "Idle": "idle.plugin:Idle" (idle 1.0) is not a plugin: '
+            "the class NoExtensionPoint subclasses no extension point (WatchExtension, CustomValidation, "
+            "EnforceMLPolicy, EnforcePodGroupPolicy, PodNetwork, ComponentBuilder, TrainJobStatus), so it "
+            "would never run",
+        ),
+        (
+            ["Twice"],
+            'plugins.enabled[0]: Invalid value: "Twice": provided by more than one entry point: '
+            '"one:Twice" (one 1), "two:Twice" (two 2)',
+        ),
     ],
 )
-def test_bad_plugin_configuration_is_a_clear_error(enabled: list[str], message: str) -> None:
-    entry_points = [
-        FakeEntryPoint("Acme", ThirdParty),
-        FakeEntryPoint("Broken", ImportError("cannot import")),
-    ]
-    with pytest.raises(PluginConfigurationError, match=message):
-        load_plugins(builtin_registry(), enabled, entry_points=entry_points)
+def test_bad_plugin_configuration_is_a_clear_error_at_the_entry_of_the_list(
+    enabled: list[str], message: str
+) -> None:
+    with pytest.raises(PluginLoadError) as caught:
+        load_plugins(builtin_registry(), enabled, entry_points=_ENTRY_POINTS)
+    assert str(caught.value) == message
+    assert [str(e) for e in caught.value.errors] == [message]
+
+
+def test_every_bad_entry_is_reported_at_once_at_the_path_given() -> None:
+    with pytest.raises(PluginLoadError) as caught:
+        load_third_party(["Nope", "Acme", "Torch"], builtins={"Torch"}, path="--plugins", entry_points=[])
+    assert [e.path for e in caught.value.errors] == ["--plugins[0]", "--plugins[1]", "--plugins[2]"]
+    assert "(installed: none)" in str(caught.value)
+
+
+def test_only_the_enabled_entry_points_are_imported() -> None:
+    # "Broken" is installed but not enabled: its import error never surfaces.
+    assert [e.name for e in load_third_party(["Acme"], entry_points=_ENTRY_POINTS)] == ["Acme"]
+    assert load_third_party([], entry_points=_ENTRY_POINTS) == ()
 
 
 def test_installed_entry_points_are_read_by_default() -> None:

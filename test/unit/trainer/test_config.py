@@ -63,6 +63,7 @@ def test_no_file_gives_upstreams_defaults() -> None:  # upstream: "default confi
     )
     assert config.feature_gates.enabled("TrainJobStatus") is False
     assert config.tls.min_version == ""
+    assert config.plugins.enabled == ()  # this port's extension: absent means no third-party plugin
 
 
 def test_an_empty_configuration_file_gets_the_same_defaults(tmp_path: Path) -> None:  # "empty config file"
@@ -173,6 +174,16 @@ def test_feature_gates_from_the_file_and_then_overrides() -> None:
     assert config.feature_gates.enabled("TrainJobStatus")  # the original is unchanged
 
 
+def test_third_party_plugins_are_named_in_order_under_plugins_enabled() -> None:
+    assert parse("plugins:\n  enabled: [Acme, Other]\n").plugins.enabled == ("Acme", "Other")
+    assert parse("plugins: {}\n").plugins.enabled == ()
+    assert parse("plugins: {enabled: null}\n").plugins.enabled == ()
+
+
+def test_the_shipped_file_enables_no_third_party_plugin() -> None:
+    assert load_configuration(SHIPPED).plugins.enabled == ()
+
+
 def test_the_configuration_is_frozen() -> None:
     config = load_configuration(None)
     with pytest.raises(AttributeError):
@@ -186,6 +197,8 @@ def test_as_wire_round_trips_through_the_decoder() -> None:
 
     config = load_configuration(SHIPPED).with_feature_gates({"TrainJobStatus": True})
     assert parse_configuration(yaml.safe_dump(config.as_wire())) == config
+    with_plugins = parse("plugins: {enabled: [Acme]}\n")
+    assert parse_configuration(yaml.safe_dump(with_plugins.as_wire())) == with_plugins
 
 
 # --- strict decoding ---------------------------------------------------------------------------------------
@@ -202,8 +215,9 @@ def test_as_wire_round_trips_through_the_decoder() -> None:
         ),
         ("metrics:\n  BindAddress: ':1'\n", "metrics.BindAddress"),  # case-sensitive, as the strict decoder
         ("tls:\n  minversion: '1.2'\n", "tls.minversion"),
+        ("plugins:\n  disabled: [Acme]\n", "plugins.disabled"),
     ],
-    ids=["at the top", "in a section", "in leader election", "with the wrong case", "in tls"],
+    ids=["at the top", "in a section", "in leader election", "with the wrong case", "in tls", "in plugins"],
 )
 def test_an_unknown_field_is_an_error_naming_its_path(body: str, field: str) -> None:
     error = error_of(body)
@@ -230,6 +244,9 @@ def test_an_unknown_field_is_an_error_naming_its_path(body: str, field: str) -> 
         ("featureGates: {TrainJobStatus: enabled}\n", "featureGates[TrainJobStatus]"),
         ("tls: {nextProtos: h2}\n", "tls.nextProtos"),
         ("webhook: 9443\n", "webhook"),
+        ("plugins: {enabled: Acme}\n", "plugins.enabled"),
+        ("plugins: {enabled: [Acme, 1]}\n", "plugins.enabled[1]"),
+        ("plugins: [Acme]\n", "plugins"),
     ],
     ids=[
         "a port given as a string",
@@ -245,6 +262,9 @@ def test_an_unknown_field_is_an_error_naming_its_path(body: str, field: str) -> 
         "a feature gate that is not a boolean",
         "a list given as a string",
         "a section given as a scalar",
+        "plugins given as a string",
+        "a plugin name that is a number",
+        "plugins given as a bare list",
     ],
 )
 def test_a_value_of_the_wrong_type_is_an_error_naming_its_path(body: str, field: str) -> None:
@@ -321,6 +341,7 @@ def test_a_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:  # 
         ("tls: {minVersion: '1.0'}\n", "tls.minVersion"),
         ("tls: {minVersion: '1.1'}\n", "tls.minVersion"),
         ("tls: {nextProtos: [a, b, c, d, e, f, g, h, i, j, k]}\n", "tls.nextProtos"),
+        ("plugins: {enabled: [Acme, '']}\n", "plugins.enabled[1]"),
     ],
     ids=[
         "a webhook port above 65535",
@@ -341,6 +362,7 @@ def test_a_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:  # 
         "TLS 1.0",
         "TLS 1.1",
         "too many next protocols",
+        "an empty plugin name",
     ],
 )
 def test_an_invalid_value_is_an_error_naming_its_field(body: str, field: str) -> None:
