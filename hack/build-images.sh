@@ -42,43 +42,6 @@ python="$repo/.venv/bin/python"
 die() { echo "build-images: error: $*" >&2; exit 1; }
 say() { echo "build-images: $*" >&2; }
 
-# What each recipe is made of: a change to any of these files rebuilds the image.
-hash_of() { (cd "$repo" && cat "$@" hack/versions.env | sha256sum | cut -c1-12); }
-node_key=$(hash_of hack/build-images.sh hack/kind/runc-capfilter $(cd "$repo" && find hack/kind/node -type f | sort))
-workload_key=$(hash_of hack/build-images.sh $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
-manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dockerignore pyproject.toml README.md \
-  requirements/manager.txt config/crd controller runtime cmd | grep -v '\.pyc$' |
-  tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion -T - | sha256sum | cut -c1-12)
-
-NODE_IMAGE=${NODE_IMAGE:-trainer-e2e/kind-node:$KUBERNETES_VERSION-$node_key}
-JOBSET_IMAGE=${JOBSET_IMAGE:-trainer-e2e/jobset:$JOBSET_VERSION}
-TRAINER_IMAGE=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e-$manager_key}
-WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
-
-# The example images: the name the examples use (the package's version as the tag, so that a kubelet never
-# pulls it), and a cache key per directory.
-examples_version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' "$repo/pyproject.toml")
-example_names=$(cd "$repo/examples/images" 2>/dev/null && find . -mindepth 2 -maxdepth 2 -name Dockerfile |
-  sed -E 's#^\./([^/]+)/Dockerfile$#\1#' | sort | tr '\n' ' ' || true)
-example_image() { echo "kubeflow-trainer-py/example-$1:$examples_version"; }
-example_key() { hash_of hack/build-images.sh $(cd "$repo" && find "examples/images/$1" -type f | sort); }
-EXAMPLE_IMAGES=$(for n in $example_names; do printf '%s ' "$(example_image "$n")"; done)
-EXAMPLE_IMAGES=${EXAMPLE_IMAGES% }
-
-if [[ "${1:-}" == "--print" ]]; then
-  printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
-    "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
-  exit 0
-fi
-
-all="node jobset manager workload examples"
-only=" ${*:-$all} "
-for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
-wanted() { [[ $only == *" $1 "* ]]; }
-
-docker info >/dev/null 2>&1 || die "no Docker engine answers (run hack/docker-engine.sh)"
-eval "$(bash "$here/build-binaries.sh" --print)"
-mkdir -p "$work" "$log_dir"
 
 exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
@@ -293,6 +256,59 @@ build_examples() {
     docker tag "$cached" "$(example_image "$n")"
   done
 }
+
+# ---------------------------------------------------------------------------------------------- names
+
+# What each recipe is made of: the text of the functions that build it (not the whole of this script, so
+# that adding an image rebuilds no other) and the files it copies; a change to either rebuilds the image.
+recipe_key() {  # recipe_key FUNCTION... -- FILE...
+  local funcs=()
+  while [[ $1 != -- ]]; do funcs+=("$1"); shift; done
+  shift
+  { declare -f "${funcs[@]}"; (cd "$repo" && cat "$@" hack/versions.env); } | sha256sum | cut -c1-12
+}
+node_key=$(recipe_key build_node kubeadm_images debian_base static_image -- hack/kind/runc-capfilter \
+  $(cd "$repo" && find hack/kind/node -type f | sort))
+workload_key=$(recipe_key build_workload python_base debian_base -- \
+  $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
+manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dockerignore pyproject.toml README.md \
+  requirements/manager.txt config/crd controller runtime cmd | grep -v '\.pyc$' |
+  tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion -T - | sha256sum | cut -c1-12)
+
+NODE_IMAGE=${NODE_IMAGE:-trainer-e2e/kind-node:$KUBERNETES_VERSION-$node_key}
+JOBSET_IMAGE=${JOBSET_IMAGE:-trainer-e2e/jobset:$JOBSET_VERSION}
+TRAINER_IMAGE=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e-$manager_key}
+WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
+
+# The example images: the name the examples use (the package's version as the tag, so that a kubelet never
+# pulls it), and a cache key per directory.
+examples_version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' "$repo/pyproject.toml")
+example_names=$(cd "$repo/examples/images" 2>/dev/null && find . -mindepth 2 -maxdepth 2 -name Dockerfile |
+  sed -E 's#^\./([^/]+)/Dockerfile$#\1#' | sort | tr '\n' ' ' || true)
+example_image() { echo "kubeflow-trainer-py/example-$1:$examples_version"; }
+example_key() {
+  recipe_key build_example build_with_wheels pip_download debian_base -- \
+    $(cd "$repo" && find "examples/images/$1" -type f | sort)
+}
+EXAMPLE_IMAGES=$(for n in $example_names; do printf '%s ' "$(example_image "$n")"; done)
+EXAMPLE_IMAGES=${EXAMPLE_IMAGES% }
+
+if [[ "${1:-}" == "--print" ]]; then
+  printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
+    "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
+  exit 0
+fi
+
+all="node jobset manager workload examples"
+only=" ${*:-$all} "
+for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
+wanted() { [[ $only == *" $1 "* ]]; }
+
+# -------------------------------------------------------------------------------------------------- build
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers (run hack/docker-engine.sh)"
+eval "$(bash "$here/build-binaries.sh" --print)"
+mkdir -p "$work" "$log_dir"
 
 for n in $all; do
   wanted "$n" || continue
