@@ -189,7 +189,8 @@ pip_download() {
   local dest=$1; shift
   mkdir -p "$dest"
   "$python" -m pip download --quiet --dest "$dest" --only-binary=:all: --python-version 3.11 \
-    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_27_x86_64 \
+    --platform manylinux_2_28_x86_64 \
     --platform any --implementation cp "$@"
 }
 
@@ -233,7 +234,8 @@ build_example() {
   packages=$(sed -nE 's/^ARG DEBIAN_PACKAGES="([^"]*)"$/\1/p' "$dir/Dockerfile")
   [[ -n "$packages" ]] || die "$dir/Dockerfile has no ARG DEBIAN_PACKAGES=\"...\" line"
   # shellcheck disable=SC2086 # a list of package names, split on purpose
-  base=$(debian_base "example-$name" $packages)
+  # Named by its package list alone: examples that need only Debian's Python share the manager's base.
+  base=$(debian_base python $packages)
   wheels="$work/wheelhouse-example-$name"
   if [[ -f "$dir/requirements.txt" ]]; then
     [[ -x "$python" ]] || die "$python is missing (run: make venv)"
