@@ -11,6 +11,8 @@ each rank adds ``rank + 1`` over ``MPI.COMM_WORLD`` and prints ``mpi: rank <r> o
 - ``runLauncherAsNode: false``, two nodes of two slots: the hostfile lists only the node Pods; all four
   ranks run there, two per Pod.
 
+Both TrainJobs are created at once, in one namespace, and run side by side.
+
 Each checks the world the ranks saw against the hostfile ConfigMap the plugin wrote (its hosts are the
 TrainJob's Pods under the JobSet's headless Service, its slots ``numProcPerNode``, and the world is their
 sum) and against the TrainJob's own numbers, every rank's sum, and the TrainJob Complete. Before mpirun the
@@ -26,7 +28,8 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ import kubernetes
 import pytest
 import yaml
 
+from controller import envtest
 from runtime.api import constants
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,35 +167,66 @@ def ranks(log: str) -> list[tuple[int, int, str, int]]:
     return sorted(found)
 
 
-def run_and_check(
-    e2e_cluster: Any,
-    namespace: str,
-    eventually: Callable[..., Any],
-    example: dict[str, dict[str, Any]],
-    *,
-    name: str,
-    run_launcher_as_node: bool,
-    num_nodes: int,
-    num_proc_per_node: int,
-) -> None:
-    create(e2e_cluster, namespace, mpi_runtime(example, name, run_launcher_as_node=run_launcher_as_node))
-    create(
-        e2e_cluster,
-        namespace,
-        mpi_trainjob(example, name, name, num_nodes=num_nodes, num_proc_per_node=num_proc_per_node),
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    run_launcher_as_node: bool
+    num_nodes: int
+    num_proc_per_node: int
+
+
+CASES = {
+    # The example as it is: the launcher and two nodes, one slot each.
+    "mpi-as-node": Case(run_launcher_as_node=True, num_nodes=3, num_proc_per_node=1),
+    # The launcher apart: two nodes of two slots.
+    "mpi-apart": Case(run_launcher_as_node=False, num_nodes=2, num_proc_per_node=2),
+}
+
+
+@pytest.fixture(scope="module")
+def started(e2e_cluster: Any, example: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """A namespace in which every case's runtime and TrainJob were created, all at once: they run side
+    by side, so the module waits about as long as for one."""
+    namespace = envtest.namespace_name("kind-mpi")
+    core = e2e_cluster.core
+    core.create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=namespace))
     )
+    try:
+
+        def default_service_account_exists() -> None:
+            accounts = core.list_namespaced_service_account(namespace, field_selector="metadata.name=default")
+            assert accounts.items, f"namespace {namespace} has no default ServiceAccount yet"
+
+        envtest.eventually(default_service_account_exists, timeout=30.0, interval=0.25)
+        for name, case in CASES.items():
+            runtime = mpi_runtime(example, name, run_launcher_as_node=case.run_launcher_as_node)
+            create(e2e_cluster, namespace, runtime)
+            trainjob = mpi_trainjob(
+                example, name, name, num_nodes=case.num_nodes, num_proc_per_node=case.num_proc_per_node
+            )
+            create(e2e_cluster, namespace, trainjob)
+        yield namespace
+    finally:
+        core.delete_namespace(namespace, propagation_policy="Background")
+
+
+def check(e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], name: str) -> None:
+    """Case ``name``'s TrainJob Complete, with the hostfile, world, sums, hosts and mounted files it must
+    have."""
+    case = CASES[name]
     outcome, log = finished(e2e_cluster, namespace, name, eventually)
     assert outcome == "Complete", log
 
     # The hostfile: the node Pods (and the launcher, when it is a node) under the headless Service,
     # numProcPerNode slots each.
-    node_count = num_nodes - 1 if run_launcher_as_node else num_nodes
+    node_count = case.num_nodes - 1 if case.run_launcher_as_node else case.num_nodes
     pods = [f"{name}-{constants.NODE}-0-{i}" for i in range(node_count)]
-    if run_launcher_as_node:
+    if case.run_launcher_as_node:
         pods.append(f"{name}-{constants.LAUNCHER}-0-0")
     hosts = hostfile(e2e_cluster, namespace, name)
-    assert hosts == [(f"{pod}.{name}", num_proc_per_node) for pod in pods], hosts
+    assert hosts == [(f"{pod}.{name}", case.num_proc_per_node) for pod in pods], hosts
     world = sum(slots for _, slots in hosts)
+    assert world == case.num_nodes * case.num_proc_per_node
     # The key pair and the hostfile as the launcher's user 1000 sees them: the private key readable by the
     # Pod's fsGroup (1000) and by nobody else, the rest readable by all, each owned by root.
     mounted = {
@@ -206,14 +241,13 @@ def run_and_check(
         "authorized_keys": (0o644, 0, 1000),
         "hostfile": (0o444, 0, 1000),
     }, log
-    assert world == num_nodes * num_proc_per_node
 
     # mpirun started one rank per slot of the hostfile, on its hosts, and every rank got the sum of
     # rank + 1 over the whole world.
     seen = ranks(log)
     assert [(rank, size) for rank, size, _, _ in seen] == [(rank, world) for rank in range(world)], log
     assert {total for _, _, _, total in seen} == {world * (world + 1) // 2}, log
-    assert Counter(host for _, _, host, _ in seen) == {pod: num_proc_per_node for pod in pods}, log
+    assert Counter(host for _, _, host, _ in seen) == {pod: case.num_proc_per_node for pod in pods}, log
     assert sum(pod.startswith(f"{name}-{constants.NODE}-") for pod in pods) >= 2  # logged into two Pods
 
 
@@ -221,32 +255,15 @@ def run_and_check(
 
 
 def test_kind_mpi_launcher_as_node_runs_a_rank_itself_and_two_on_the_nodes_over_ssh(
-    e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], example: dict[str, dict[str, Any]]
+    e2e_cluster: Any, started: str, eventually: Callable[..., Any], example: dict[str, dict[str, Any]]
 ) -> None:
-    trainer = example[constants.TRAINJOB_KIND]["spec"]["trainer"]
+    # The example's own numbers.
     assert example[constants.TRAINING_RUNTIME_KIND]["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] is True
-    run_and_check(
-        e2e_cluster,
-        namespace,
-        eventually,
-        example,
-        name="mpi-as-node",
-        run_launcher_as_node=True,
-        num_nodes=trainer["numNodes"],
-        num_proc_per_node=1,
-    )
+    assert example[constants.TRAINJOB_KIND]["spec"]["trainer"]["numNodes"] == CASES["mpi-as-node"].num_nodes
+    check(e2e_cluster, started, eventually, "mpi-as-node")
 
 
 def test_kind_mpi_launcher_apart_runs_two_ranks_on_each_node_over_ssh(
-    e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], example: dict[str, dict[str, Any]]
+    e2e_cluster: Any, started: str, eventually: Callable[..., Any]
 ) -> None:
-    run_and_check(
-        e2e_cluster,
-        namespace,
-        eventually,
-        example,
-        name="mpi-apart",
-        run_launcher_as_node=False,
-        num_nodes=2,
-        num_proc_per_node=2,
-    )
+    check(e2e_cluster, started, eventually, "mpi-apart")
