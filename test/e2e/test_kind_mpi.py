@@ -13,15 +13,16 @@ each rank adds ``rank + 1`` over ``MPI.COMM_WORLD`` and prints ``mpi: rank <r> o
 
 Both TrainJobs are created at once, in one namespace, and run side by side.
 
-Each checks the world the ranks saw against the hostfile ConfigMap the plugin wrote (its hosts are the
-TrainJob's Pods under the JobSet's headless Service, its slots ``numProcPerNode``, and the world is their
-sum) and against the TrainJob's own numbers, every rank's sum, and the TrainJob Complete. Before mpirun the
-launcher prints the mode, owner and group of the key files and the hostfile as mounted, which the test
-checks too: under the Pod's ``fsGroup`` the kubelet adds group read to every file of a Secret volume, so
-ssh and sshd work with any mode the plugin writes (0600 mounts as 0640), and only this check sees a key
-that others may read or the group may not. So a wrong key mode, a hostfile naming hosts that do not
-resolve or are not the Pods, or slots that are not ``numProcPerNode`` each fail a test. The launcher never
-restarts and its Job allows no retry, so a broken run fails at once with its log kept.
+Each test checks its TrainJob Complete, the hostfile ConfigMap the plugin wrote (its hosts are the
+TrainJob's Pods under the JobSet's headless Service, its slots ``numProcPerNode``), the world the ranks saw
+(the sum of the hostfile's slots, and ``numNodes * numProcPerNode``), the Pods they ran on (one rank per
+slot of each host), and every rank's sum. Before mpirun the launcher prints the mode, owner and group of
+the key files and the hostfile as mounted, which the test checks too: under the Pod's ``fsGroup`` the
+kubelet adds group read to every file of a Secret volume, so ssh and sshd work with any mode the plugin
+writes (0600 mounts as 0640), and only this check sees a key that others may read or the group may not.
+So a wrong key mode, a hostfile naming hosts that do not resolve or are not the Pods, or slots that are not
+``numProcPerNode`` each fail a test. The launcher never restarts and its Job allows no retry, so a broken
+run fails at once with its log kept.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import io
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from runtime.render import DEFAULT_CRD_DIR, SchemaChecker, run
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "trainjob-mpi.yaml"
 SHIPPED = ROOT / "config" / "runtimes" / "deepspeed-distributed.yaml"
-IMAGE = "kubeflow-trainer-py/example-mpi:0.1.0"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+IMAGE = f"kubeflow-trainer-py/example-mpi:{VERSION}"
+"""What hack/build-images.sh tags examples/images/mpi as, and the example must run."""
 
 
 def _documents(path: Path) -> dict[str, dict[str, Any]]:
