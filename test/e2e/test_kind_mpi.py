@@ -11,7 +11,11 @@ each rank adds ``rank + 1`` over ``MPI.COMM_WORLD`` and prints ``mpi: rank <r> o
 - ``runLauncherAsNode: false``, two nodes of two slots: the hostfile lists only the node Pods; all four
   ranks run there, two per Pod.
 
-Both TrainJobs are created at once, in one namespace, and run side by side.
+- the launcher apart again, its ssh told (by mpirun's command line, which wins over the plugin's
+  ``OMPI_MCA_plm_rsh_args``) to offer only a key it made itself: the nodes accept the Secret's key alone,
+  so mpirun is refused and the TrainJob fails.
+
+The three TrainJobs are created at once, in one namespace, and run side by side.
 
 Each test checks its TrainJob Complete, the hostfile ConfigMap the plugin wrote (its hosts are the
 TrainJob's Pods under the JobSet's headless Service, its slots ``numProcPerNode``), the world the ranks saw
@@ -48,6 +52,7 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 TIMEOUT = 180.0
 RANK_LINE = "mpi: rank "
 MOUNTED_LINE = "mounted: "
+OWN_KEY = "/tmp/own-key"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,6 +66,25 @@ def example() -> dict[str, dict[str, Any]]:
     """The example's documents by kind: its TrainingRuntime and its TrainJob."""
     documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text(encoding="utf-8")) if d]
     return {d["kind"]: d for d in documents}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    run_launcher_as_node: bool
+    num_nodes: int
+    num_proc_per_node: int
+    own_key: bool = False
+    """Whether the launcher's ssh offers a key of its own, not the Secret's (every node must refuse it)."""
+
+
+CASES = {
+    # The example as it is: the launcher and two nodes, one slot each.
+    "mpi-as-node": Case(run_launcher_as_node=True, num_nodes=3, num_proc_per_node=1),
+    # The launcher apart: two nodes of two slots.
+    "mpi-apart": Case(run_launcher_as_node=False, num_nodes=2, num_proc_per_node=2),
+    # The launcher apart, logging in with a key that is not the Secret's.
+    "mpi-own-key": Case(run_launcher_as_node=False, num_nodes=2, num_proc_per_node=1, own_key=True),
+}
 
 
 # ------------------------------------------------------------------------------------------------ objects
@@ -81,21 +105,37 @@ def mpi_runtime(
     return runtime
 
 
-def mpi_trainjob(
-    example: dict[str, dict[str, Any]], name: str, runtime: str, *, num_nodes: int, num_proc_per_node: int
-) -> dict[str, Any]:
-    """The example's TrainJob (its command, its small requests) on ``runtime``, with these counts."""
+def mpi_trainjob(example: dict[str, dict[str, Any]], name: str, case: Case) -> dict[str, Any]:
+    """The example's TrainJob on runtime ``name``, with the case's counts."""
     trainjob = copy.deepcopy(example[constants.TRAINJOB_KIND])
     trainjob["metadata"] = {"name": name}
-    trainjob["spec"]["runtimeRef"]["name"] = runtime
-    trainjob["spec"]["trainer"]["numNodes"] = num_nodes
-    trainjob["spec"]["trainer"]["numProcPerNode"] = num_proc_per_node
+    trainjob["spec"]["runtimeRef"]["name"] = name
+    trainer = trainjob["spec"]["trainer"]
+    trainer["numNodes"] = case.num_nodes
+    trainer["numProcPerNode"] = case.num_proc_per_node
+    command = list(trainer["command"])
+    assert command[0] == "mpirun", command
+    if case.own_key:
+        # ssh told to offer only a key the launcher made, not the Secret's: command-line MCA parameters
+        # win over the plugin's OMPI_MCA_plm_rsh_args.
+        rsh_args = f"-o ConnectionAttempts=10 -o IdentitiesOnly=yes -i {OWN_KEY}"
+        command = [
+            "sh",
+            "-c",
+            f"ssh-keygen -q -t ecdsa -N '' -f {OWN_KEY} && exec \"$@\"",
+            "sh",
+            "mpirun",
+            "--mca",
+            "plm_rsh_args",
+            rsh_args,
+            *command[1:],
+        ]
     # Before mpirun, the launcher prints how the plugin's files are mounted: the keys where ssh looks for
     # them, the hostfile where mpirun is told it is.
     ssh = example[constants.TRAINING_RUNTIME_KIND]["spec"]["mlPolicy"]["mpi"]["sshAuthMountPath"]
     files = [f"{ssh}/id_rsa", f"{ssh}/id_rsa.pub", f"{ssh}/authorized_keys", "/etc/mpi/hostfile"]
     stat = f"stat -L -c '{MOUNTED_LINE}%n %a %u %g' {' '.join(files)} && exec \"$@\""
-    trainjob["spec"]["trainer"]["command"] = ["sh", "-c", stat, "sh", *trainjob["spec"]["trainer"]["command"]]
+    trainer["command"] = ["sh", "-c", stat, "sh", *command]
     return trainjob
 
 
@@ -168,21 +208,6 @@ def ranks(log: str) -> list[tuple[int, int, str, int]]:
     return sorted(found)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Case:
-    run_launcher_as_node: bool
-    num_nodes: int
-    num_proc_per_node: int
-
-
-CASES = {
-    # The example as it is: the launcher and two nodes, one slot each.
-    "mpi-as-node": Case(run_launcher_as_node=True, num_nodes=3, num_proc_per_node=1),
-    # The launcher apart: two nodes of two slots.
-    "mpi-apart": Case(run_launcher_as_node=False, num_nodes=2, num_proc_per_node=2),
-}
-
-
 @pytest.fixture(scope="module")
 def started(e2e_cluster: Any, example: dict[str, dict[str, Any]]) -> Iterator[str]:
     """A namespace in which every case's runtime and TrainJob were created, all at once: they run side
@@ -202,10 +227,7 @@ def started(e2e_cluster: Any, example: dict[str, dict[str, Any]]) -> Iterator[st
         for name, case in CASES.items():
             runtime = mpi_runtime(example, name, run_launcher_as_node=case.run_launcher_as_node)
             create(e2e_cluster, namespace, runtime)
-            trainjob = mpi_trainjob(
-                example, name, name, num_nodes=case.num_nodes, num_proc_per_node=case.num_proc_per_node
-            )
-            create(e2e_cluster, namespace, trainjob)
+            create(e2e_cluster, namespace, mpi_trainjob(example, name, case))
         yield namespace
     finally:
         core.delete_namespace(namespace, propagation_policy="Background")
@@ -268,3 +290,18 @@ def test_kind_mpi_launcher_apart_runs_two_ranks_on_each_node_over_ssh(
     e2e_cluster: Any, started: str, eventually: Callable[..., Any]
 ) -> None:
     check(e2e_cluster, started, eventually, "mpi-apart")
+
+
+def test_kind_mpi_launcher_with_a_key_that_is_not_the_secrets_is_refused_by_every_node(
+    e2e_cluster: Any, started: str, eventually: Callable[..., Any]
+) -> None:
+    name = "mpi-own-key"
+    outcome, log = finished(e2e_cluster, started, name, eventually)
+    assert outcome == "Failed", log
+    # mpirun gives up at the first node that refuses it: the hostfile's names, as the plugin's user.
+    nodes = {f"mpiuser@{name}-{constants.NODE}-0-{i}.{name}" for i in range(CASES[name].num_nodes)}
+    refused = {
+        line.split(":")[0] for line in log.splitlines() if line.endswith("Permission denied (publickey).")
+    }
+    assert refused and refused <= nodes, log
+    assert ranks(log) == [], log
