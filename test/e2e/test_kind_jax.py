@@ -1,0 +1,116 @@
+"""JAX for real: ``examples/trainjob-jax.yaml``, applied as it is, joins its processes and sums across them.
+
+kind only (``E2E_CLUSTER=kind``, after ``hack/e2e-setup-kind.sh``, which builds and loads the example's
+image ``kubeflow-trainer-py/example-jax``); on kwok every test here skips.
+
+The TrainJob runs on the shipped ``jax-distributed`` ClusterTrainingRuntime with two nodes. Each node's
+process calls ``jax.distributed.initialize()`` with the ``JAX_*`` variables the JAX plugin injected: node 0
+serves JAX's coordination service on the coordinator port, and every process registers with it at
+``JAX_COORDINATOR_ADDRESS`` (node 0's Pod under the JobSet's headless Service). Then a psum over every
+process's CPU device (gloo, JAX's CPU collectives) and an allgather of the process indices. The test reads
+each Pod's log: every process must print the sum and the indices of both, which a process that did not
+join the others cannot (alone, it would count one process and sum only its own value). With a wrong
+coordinator address the processes never register, and the TrainJob does not complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from runtime.api import constants
+from runtime.plugins.trainernode import JOB_COMPLETION_INDEX_FIELD_PATH
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "trainjob-jax.yaml"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+TIMEOUT = 240.0
+REMOVED_CONTAINER_LOG = "unable to retrieve container logs for "
+"""How the kubelet answers (200 OK) a log read of a container the runtime already removed."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def on_kind(e2e_cluster: Any) -> None:
+    if e2e_cluster.flavour != "kind":
+        pytest.skip("kind only: real Pods running the example's image (hack/e2e-setup-kind.sh)")
+
+
+def trainjob_condition(e2e_cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    """The TrainJob's Complete or Failed condition once it is true, else None."""
+    stored = e2e_cluster.custom.get_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, namespace, "trainjobs", name
+    )
+    for condition in stored.get("status", {}).get("conditions", []):
+        if condition["type"] in {"Complete", "Failed"} and condition["status"] == "True":
+            return dict(condition)
+    return None
+
+
+def ended_logs(e2e_cluster: Any, namespace: str, name: str) -> dict[str, str]:
+    """The logs of the JobSet's Pods whose containers have all terminated and are still there to read."""
+    core = e2e_cluster.core
+    logs = {}
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items:
+        statuses = pod.status.container_statuses or []
+        if statuses and all(s.state.terminated is not None for s in statuses):
+            try:
+                text = str(core.read_namespaced_pod_log(pod.metadata.name, namespace))
+            except kubernetes.client.ApiException as exc:
+                if exc.status != 404:  # deleted between the list and the read
+                    raise
+                continue
+            if not text.startswith(REMOVED_CONTAINER_LOG):
+                logs[pod.metadata.name] = text
+    return logs
+
+
+def test_kind_jax_example_sums_across_two_processes_through_the_coordinator(
+    e2e_cluster: Any, namespace: str, eventually: Callable[..., Any]
+) -> None:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    name = body["metadata"]["name"]
+    num_nodes = body["spec"]["trainer"]["numNodes"]
+    assert num_nodes >= 2, f"{EXAMPLE} must run several processes to test a collective"
+    e2e_cluster.custom.create_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, namespace, "trainjobs", body
+    )
+
+    logs: dict[str, str] = {}
+
+    def finished() -> dict[str, Any]:
+        for pod, text in ended_logs(e2e_cluster, namespace, name).items():
+            logs.setdefault(pod, text)  # the first read wins: the container may be removed afterwards
+        condition = trainjob_condition(e2e_cluster, namespace, name)
+        assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
+        return condition
+
+    condition = eventually(finished, timeout=TIMEOUT)
+    assert condition["type"] == "Complete", (condition, logs)
+
+    # Every node was told the same coordinator, node 0's Pod under the headless Service, and its own index.
+    coordinator = f"{name}-{constants.NODE}-0-0.{name}:{constants.CONTAINER_TRAINER_PORT}"
+    pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    assert len(pods) == num_nodes, [p.metadata.name for p in pods]
+    for pod in pods:
+        (container,) = [c for c in pod.spec.containers if c.name == constants.NODE]
+        env = {e.name: e for e in container.env or []}
+        assert env["JAX_COORDINATOR_ADDRESS"].value == coordinator, pod.metadata.name
+        assert env["JAX_NUM_PROCESSES"].value == str(num_nodes), pod.metadata.name
+        assert env["JAX_PROCESS_ID"].value_from.field_ref.field_path == JOB_COMPLETION_INDEX_FIELD_PATH, (
+            pod.metadata.name
+        )
+
+    # Each process i holds i + 1: every one of them got 1 + 2 + ... + n from the psum, and all indices
+    # from the allgather.
+    lines = sorted(line for text in logs.values() for line in text.splitlines() if line.startswith("jax:"))
+    total = num_nodes * (num_nodes + 1) // 2
+    assert lines == [
+        f"jax: process {rank} of {num_nodes}, {num_nodes} devices: "
+        f"psum {total}, allgather {list(range(num_nodes))}"
+        for rank in range(num_nodes)
+    ], logs
