@@ -228,14 +228,16 @@ build_workload() {
 
 # ------------------------------------------------------------------------------------------- prometheus
 
-# Debian's prometheus package, installed in its own base, of which the image keeps the server and the C
-# library it links (the package's web assets and their dependencies are most of its 450 MB). Run as nobody.
+# Debian's prometheus package: downloaded and unpacked (not installed: its web assets and their
+# dependencies are most of an installed 450 MB) by apt in the Python base, from that base's suite and mirror
+# with apt's signature checks; the image keeps the server and the C library it links. Run as nobody.
 build_prometheus() {
-  local base; base=$(debian_base prometheus prometheus)
-  docker build --network none --tag "$PROMETHEUS_IMAGE" - <<EOF
+  local base; base=$(python_base)
+  docker build --network host --tag "$PROMETHEUS_IMAGE" - <<EOF
 FROM $base AS debian
+RUN apt-get update -qq && cd /tmp && apt-get download -qq prometheus && dpkg-deb -x prometheus_*.deb /tmp/unpacked
 FROM scratch
-COPY --from=debian /usr/bin/prometheus /usr/bin/prometheus
+COPY --from=debian /tmp/unpacked/usr/bin/prometheus /usr/bin/prometheus
 COPY --from=debian /lib/x86_64-linux-gnu/libc.so.6 /lib/x86_64-linux-gnu/libc.so.6
 COPY --from=debian /lib64/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
 USER 65534:65534
@@ -291,7 +293,7 @@ node_key=$(recipe_key build_node kubeadm_images debian_base static_image -- hack
   $(cd "$repo" && find hack/kind/node -type f | sort))
 workload_key=$(recipe_key build_workload python_base debian_base -- \
   $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
-prometheus_key=$(recipe_key build_prometheus debian_base --)
+prometheus_key=$(recipe_key build_prometheus python_base debian_base --)
 manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dockerignore pyproject.toml README.md \
   requirements/manager.txt config/crd controller runtime cmd | grep -v '\.pyc$' |
   tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion -T - | sha256sum | cut -c1-12)
