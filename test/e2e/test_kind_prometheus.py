@@ -9,7 +9,8 @@ what it would do for the ServiceMonitor the installation ships:
   token Secret, the ClusterRole allowed ``GET /metrics`` and its binding) come from the installation: the
   chart rendered with the installed release's values and ``serviceMonitor.enabled=true``
   (``E2E_INSTALL=helm``) or ``config/components/prometheus`` (kustomize). The identity objects are applied
-  as the chart or the component would install them (not the ServiceMonitor: kind has no ServiceMonitor CRD);
+  as the chart or the component would install them (not the ServiceMonitor: kind has no ServiceMonitor CRD),
+  and deleted afterwards;
 - the scrape job is made from the ServiceMonitor by ``support.prometheus.scrape_configs`` (the operator's
   relabelling: the Service's labels, its port by name, the ``job``/``pod``/... target labels; HTTPS, the
   bearer token and the CA read from the Secrets it names, the server name it says), with a 2 s interval;
