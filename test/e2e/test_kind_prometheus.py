@@ -249,9 +249,8 @@ def test_kind_prometheus_scrapes_the_manager_as_the_service_monitor_says_and_ans
 ) -> None:
     prometheus_image, workload_image = _image("PROMETHEUS_IMAGE"), _image("WORKLOAD_IMAGE")
     (monitor,) = [o for o in shipped if o["kind"] == "ServiceMonitor"]
-    identity = [o for o in shipped if o["kind"] != "ServiceMonitor"]
     jobs, secrets = prometheus.scrape_configs(monitor, interval=f"{SCRAPE_INTERVAL_MS // 1000}s")
-    applied = identity
+    applied = [o for o in shipped if o["kind"] != "ServiceMonitor"]  # the scraper's identity
     try:
         for obj in applied:
             client.apply(obj, FIELD_MANAGER)
@@ -272,20 +271,22 @@ def test_kind_prometheus_scrapes_the_manager_as_the_service_monitor_says_and_ans
         core.create_namespaced_config_map(namespace, {"metadata": {"name": POD}, "data": config})
         core.create_namespaced_pod(namespace, prometheus_pod(prometheus_image))
 
-        def target_up() -> dict[str, Any]:
+        def targets_up() -> list[dict[str, Any]]:
             targets = api(client, namespace, "/api/v1/targets")
             active = targets.get("data", {}).get("activeTargets", [])
             dropped = len(targets.get("data", {}).get("droppedTargets", []))
             assert active, f"no active target (the relabelling dropped {dropped} discovered): {targets}"
             down = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in active if t["health"] != "up"]
             assert not down, f"targets not up: {down}"
-            return dict(active[0])
+            return list(active)
 
         started = time.monotonic()
-        target = eventually(target_up, timeout=TARGET_TIMEOUT, interval=1.0)
-        print(f"prometheus: target {target['scrapeUrl']} up in {time.monotonic() - started:.1f} s")
-        assert target["labels"]["job"] == paths.MANAGER_NAME, target["labels"]
-        assert target["scrapeUrl"].startswith("https://"), target["scrapeUrl"]
+        up = eventually(targets_up, timeout=TARGET_TIMEOUT, interval=1.0)
+        urls = [t["scrapeUrl"] for t in up]
+        print(f"prometheus: targets {urls} up in {time.monotonic() - started:.1f} s")
+        for target in up:
+            assert target["labels"]["job"] == paths.MANAGER_NAME, target["labels"]
+            assert target["scrapeUrl"].startswith("https://"), target["scrapeUrl"]
         start = time.time()
 
         # TrainJobs while Prometheus scrapes: one completes, one fails.
@@ -318,12 +319,15 @@ def test_kind_prometheus_scrapes_the_manager_as_the_service_monitor_says_and_ans
         both_finished = time.time()
 
         def scraped_since_finished() -> None:
-            (active,) = api(client, namespace, "/api/v1/targets", state="active")["data"]["activeTargets"]
-            assert active["health"] == "up", active
-            last = active["lastScrape"]
-            assert _rfc3339(last) > both_finished + 0.5, (
-                f"last scrape {last} is not after both TrainJobs finished"
-            )
+            # Every replica's target (the Deployment may run several), scraped since both finished.
+            active = api(client, namespace, "/api/v1/targets", state="active")["data"]["activeTargets"]
+            assert active, "no active target"
+            for each in active:
+                assert each["health"] == "up", each
+                last = each["lastScrape"]
+                assert _rfc3339(last) > both_finished + 0.5, (
+                    f"{each['scrapeUrl']}: last scrape {last} is not after both TrainJobs finished"
+                )
 
         eventually(scraped_since_finished, timeout=60.0, interval=1.0)
         end = time.time()
