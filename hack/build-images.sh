@@ -2,7 +2,7 @@
 # Build the container images of the kind tier without a registry: every image comes from Debian's packages,
 # the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
 #
-#   hack/build-images.sh              build what is missing (node, jobset, manager, workload)
+#   hack/build-images.sh              build what is missing (node, jobset, manager, workload, prometheus)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
@@ -15,6 +15,8 @@
 #   manager   this project's manager (TRAINER_IMAGE) from the repository's Dockerfile, on a Debian Python
 #             base; pip installs from wheels the host downloaded, served on 127.0.0.1 for the build
 #   workload  the training Pods' image (WORKLOAD_IMAGE): Debian's Python and test/e2e/workload/
+#   prometheus  Debian's Prometheus (PROMETHEUS_IMAGE), which the kind tier runs to scrape the manager as
+#             the shipped ServiceMonitor says and to evaluate the shipped Grafana dashboard's queries
 #   examples  one image per directory of examples/images/ (EXAMPLE_IMAGES), each tagged with the name the
 #             example TrainJob beside it uses (kubeflow-trainer-py/example-<name>:<version>), from that
 #             directory's Dockerfile, which a user with a registry builds as it is from public Debian
@@ -225,6 +227,26 @@ build_workload() {
     docker build --network none --tag "$WORKLOAD_IMAGE" -f - "$repo/test/e2e/workload"
 }
 
+# ------------------------------------------------------------------------------------------- prometheus
+
+# Debian's prometheus package: downloaded and unpacked (not installed: its web assets and their
+# dependencies are most of an installed 450 MB) by apt in the Python base, from that base's suite and mirror
+# with apt's signature checks; the image keeps the server and the C library it links. Run as nobody.
+build_prometheus() {
+  local base; base=$(python_base)
+  docker build --network host --tag "$PROMETHEUS_IMAGE" - <<EOF
+FROM $base AS debian
+RUN apt-get update -qq && cd /tmp && apt-get download -qq prometheus && dpkg-deb -x prometheus_*.deb /tmp/unpacked
+FROM scratch
+COPY --from=debian /tmp/unpacked/usr/bin/prometheus /usr/bin/prometheus
+COPY --from=debian /lib/x86_64-linux-gnu/libc.so.6 /lib/x86_64-linux-gnu/libc.so.6
+COPY --from=debian /lib64/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
+USER 65534:65534
+WORKDIR /prometheus
+ENTRYPOINT ["/usr/bin/prometheus"]
+EOF
+}
+
 # ---------------------------------------------------------------------------------------------- examples
 
 # build_example NAME: examples/images/NAME/Dockerfile on a base that has its DEBIAN_PACKAGES, with the
@@ -273,6 +295,7 @@ node_key=$(recipe_key build_node kubeadm_images debian_base static_image -- hack
   $(cd "$repo" && find hack/kind/node -type f | sort))
 workload_key=$(recipe_key build_workload python_base debian_base -- \
   $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
+prometheus_key=$(recipe_key build_prometheus python_base debian_base --)
 manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dockerignore pyproject.toml README.md \
   requirements/manager.txt config/crd controller runtime cmd | grep -v '\.pyc$' |
   tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion -T - | sha256sum | cut -c1-12)
@@ -281,6 +304,7 @@ NODE_IMAGE=${NODE_IMAGE:-trainer-e2e/kind-node:$KUBERNETES_VERSION-$node_key}
 JOBSET_IMAGE=${JOBSET_IMAGE:-trainer-e2e/jobset:$JOBSET_VERSION}
 TRAINER_IMAGE=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e-$manager_key}
 WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
+PROMETHEUS_IMAGE=${PROMETHEUS_IMAGE:-trainer-e2e/prometheus:$prometheus_key}
 
 # The example images: the name the examples use (the package's version as the tag, so that a kubelet never
 # pulls it), and a cache key per directory.
@@ -298,10 +322,11 @@ EXAMPLE_IMAGES=${EXAMPLE_IMAGES% }
 if [[ "${1:-}" == "--print" ]]; then
   printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
     "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
+  printf 'PROMETHEUS_IMAGE=%s\n' "$PROMETHEUS_IMAGE"
   exit 0
 fi
 
-all="node jobset manager workload examples"
+all="node jobset manager workload prometheus examples"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -318,6 +343,7 @@ for n in $all; do
   case $n in
     node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
     manager) image=$TRAINER_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
+    prometheus) image=$PROMETHEUS_IMAGE ;;
   esac
   if exists "$image"; then say "$n: $image (cached)"; continue; fi
   timed "$n" "build_$n"

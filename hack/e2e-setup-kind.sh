@@ -16,7 +16,7 @@
 #   2. the binaries and images, cached by version (a second run builds nothing);
 #   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
 #      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
-#   4. `kind load` the manager, JobSet, workload and example images;
+#   4. `kind load` the manager, JobSet, workload, Prometheus and example images;
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
@@ -163,7 +163,7 @@ k() { "$kubectl" "$@"; }
 
 # 4. Images into the node.
 # shellcheck disable=SC2086 # EXAMPLE_IMAGES is a list of names, split on purpose
-for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" $EXAMPLE_IMAGES; do
+for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES; do
   "$kind" load docker-image "$image" --name "$name" >/dev/null
 done
 
@@ -260,7 +260,7 @@ current_install() {
 run_suite() {  # run_suite PYTEST-ARGS...
   cd "$repo"
   E2E_CLUSTER=kind KUBECONFIG="$kubeconfig" E2E_INSTALL=$(current_install) WORKLOAD_IMAGE="$WORKLOAD_IMAGE" \
-    "$python" -m pytest test/e2e "$@"
+    PROMETHEUS_IMAGE="$PROMETHEUS_IMAGE" "$python" -m pytest test/e2e "$@"
 }
 
 if [[ $action == ci ]]; then
@@ -290,6 +290,7 @@ if [[ $action == up ]]; then
   echo "export KUBECONFIG=$kubeconfig" >&3
   echo "export E2E_CLUSTER=kind" >&3
   echo "export WORKLOAD_IMAGE=$WORKLOAD_IMAGE" >&3
+  echo "export PROMETHEUS_IMAGE=$PROMETHEUS_IMAGE" >&3
   exit 0
 fi
 
