@@ -12,9 +12,12 @@ its model.
 The test passes only if the TrainJob is Complete, every rank of ``numNodes`` printed once, each saw a world
 of ``numNodes`` workers through node 0's Pod under the JobSet's headless Service, and all printed the same
 digest. Each part of a wrong environment fails it: a tracker name of another Pod makes node 0's tracker
-fail to bind, one that does not resolve ends the script after its 120 s wait; a wrong port or worker count
-leaves the tracker or the workers waiting until XGBoost's 120 s timeouts; a wrong or repeated task id fails
-the rank assertion; and workers that trained alone would print different digests, their shards differing.
+fail to bind, one that does not resolve ends the script after its 120 s wait; ports that differ between Pods,
+or too high a worker count, leave the workers or the tracker waiting until XGBoost's 120 s timeouts; too low
+a count shows in the world size; a wrong or repeated task id fails the rank assertion; and workers that
+trained alone would print different digests, their shards differing. The second test makes the first of
+these breaks on every run: the example told that node 1's Pod runs the tracker, on a copy of the runtime
+whose Pods never restart, fails within seconds and says why in node 0's log.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ from runtime.api import constants
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-xgboost.yaml"
+RUNTIME = ROOT / "config" / "runtimes" / "xgboost-distributed.yaml"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 TIMEOUT = 300.0
-"""Pods start in seconds with the image loaded; a broken rendezvous fails within XGBoost's 120 s timeouts
-plus the Job's restarts of a failed container."""
+"""Pods start in seconds with the image loaded; a broken rendezvous fails within XGBoost's 120 s timeouts,
+plus the Job's restarts of a failed container under the shipped runtime."""
 
 LINE = re.compile(r"^xgboost: rank (\d+) of (\d+) via (\S+): model ([0-9a-f]{16})$", re.MULTILINE)
 IMAGE_NOT_THERE = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
@@ -86,16 +90,14 @@ def read_ended_logs(e2e_cluster: Any, namespace: str, name: str, logs: dict[str,
             logs[pod.metadata.name] = text
 
 
-def test_kind_xgboost_example_trains_one_model_on_every_worker(
-    e2e_cluster: Any, namespace: str, eventually: Callable[..., Any]
-) -> None:
-    body = yaml.safe_load(EXAMPLE.read_text())
-    name, nodes = body["metadata"]["name"], body["spec"]["trainer"]["numNodes"]
-    assert body["spec"]["runtimeRef"]["name"] == "xgboost-distributed" and nodes >= 2, body["spec"]
+def run(
+    e2e_cluster: Any, namespace: str, body: dict[str, Any], eventually: Callable[..., Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Create the TrainJob; its final condition and its Pods' logs."""
+    name = body["metadata"]["name"]
     e2e_cluster.custom.create_namespaced_custom_object(
         constants.GROUP, constants.VERSION, namespace, "trainjobs", body
     )
-
     logs: dict[str, str] = {}
 
     def finished() -> dict[str, Any]:
@@ -105,7 +107,18 @@ def test_kind_xgboost_example_trains_one_model_on_every_worker(
         assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
         return condition
 
-    condition = eventually(finished, timeout=TIMEOUT)
+    condition: dict[str, Any] = eventually(finished, timeout=TIMEOUT)
+    return condition, logs
+
+
+def test_kind_xgboost_example_trains_one_model_on_every_worker(
+    e2e_cluster: Any, namespace: str, eventually: Callable[..., Any]
+) -> None:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    name, nodes = body["metadata"]["name"], body["spec"]["trainer"]["numNodes"]
+    assert body["spec"]["runtimeRef"]["name"] == "xgboost-distributed" and nodes >= 2, body["spec"]
+
+    condition, logs = run(e2e_cluster, namespace, body, eventually)
     assert condition["type"] == "Complete", (condition, logs)
 
     printed = [match.groups() for text in logs.values() for match in LINE.finditer(text)]
@@ -114,3 +127,30 @@ def test_kind_xgboost_example_trains_one_model_on_every_worker(
     assert {(int(world), via) for _, world, via, _ in printed} == {(nodes, tracker)}, printed
     digests = {digest for _, _, _, digest in printed}
     assert len(digests) == 1, f"the workers disagree on the model: {printed}"
+
+
+def test_kind_xgboost_example_told_the_tracker_address_of_another_pod_fails(
+    e2e_cluster: Any, namespace: str, eventually: Callable[..., Any]
+) -> None:
+    # The shipped runtime as a namespaced copy whose Pods never restart, so that the failure is quick and
+    # node 0's Failed Pod keeps its log (the default OnFailure restarts it until the Job's backoff limit).
+    runtime = yaml.safe_load(RUNTIME.read_text())
+    runtime["kind"] = constants.TRAINING_RUNTIME_KIND
+    runtime["metadata"] = {"name": "xgboost-no-restarts"}
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    job["template"]["spec"]["restartPolicy"] = "Never"
+    e2e_cluster.custom.create_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, namespace, "trainingruntimes", runtime
+    )
+    # The example's script, told that node 1's Pod runs the tracker.
+    body = yaml.safe_load(EXAMPLE.read_text())
+    name = body["metadata"]["name"]
+    body["spec"]["runtimeRef"] = {"name": "xgboost-no-restarts", "kind": constants.TRAINING_RUNTIME_KIND}
+    trainer = body["spec"]["trainer"]
+    trainer["args"] = ["env", f"DMLC_TRACKER_URI={name}-{constants.NODE}-0-1.{name}", *trainer["args"]]
+
+    condition, logs = run(e2e_cluster, namespace, body, eventually)
+    assert condition["type"] == "Failed", condition
+    assert not any(LINE.search(text) for text in logs.values()), logs
+    assert any("Failed to bind socket" in text for text in logs.values()), logs
