@@ -14,10 +14,13 @@ Guarantees (the contract of `runtime.framework.Reader`):
   `get` then asks the API server once (NotFound → None). An object written by an older controller (upstream
   does not label its snapshot, MPI Secret or Flux Secret) is thus still found, and never re-created. `list`
   of such a kind returns only the labelled objects.
-- `trusting_misses()` is the same reader without that confirmation, for the objects of a TrainJob no
-  controller can have built yet (the TrainJob reconciler decides when: see
-  `controller.trainer.trainjob_controller`): a new TrainJob's snapshot and MPI and Flux Secrets cost no
-  request.
+- `trusting_misses(namespace, owner)` is the same reader without that confirmation for the objects of a
+  TrainJob no controller can have built yet (the TrainJob reconciler decides when: see
+  `controller.trainer.trainjob_controller`): a miss of a narrowed kind named `<owner>-...` in the TrainJob's
+  namespace is final, so a new TrainJob's snapshot and MPI and Flux Secrets cost no request. Every other
+  miss is still confirmed: an object the TrainJob does not own (the status server's CA Secret in the
+  operator namespace is a Secret, cached narrowed, and never labelled) is not absent because the cache
+  lacks it.
 - A kind nobody caches (PriorityClasses for the Volcano plugin's validation, the status server's CA Secret in
   the operator namespace) is read live: one request per read, and nothing about it is cached. Caching them
   would mean watching every PriorityClass or every Secret of a namespace for a rare read.
@@ -63,7 +66,7 @@ class CacheReader:
     `narrowed` are the cached kinds whose cache holds only labelled objects: a miss there is confirmed live.
     """
 
-    __slots__ = ("_cache", "_cached", "_client", "_narrowed")
+    __slots__ = ("_cache", "_cached", "_client", "_narrowed", "_trusted")
 
     def __init__(
         self,
@@ -77,6 +80,8 @@ class CacheReader:
         self._client = client
         self._cached = frozenset(cached)
         self._narrowed = frozenset(narrowed)
+        # (namespace, name prefix) whose narrowed misses are final; None: every narrowed miss is confirmed.
+        self._trusted: tuple[str, str] | None = None
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
@@ -87,7 +92,7 @@ class CacheReader:
                 try:
                     return self._cache.get(gvk, name, namespace)
                 except NotFound:
-                    if gvk not in self._narrowed:
+                    if gvk not in self._narrowed or self._trusts(name, namespace):
                         return None
             return self._client.get(gvk, name, namespace)
         except NotFound:
@@ -95,11 +100,18 @@ class CacheReader:
         except _READ_FAILURES as exc:
             raise ReadError(f"reading {kind} {namespace or ''}/{name}: {exc}") from exc
 
-    def trusting_misses(self) -> CacheReader:
-        """This reader with every cache miss final: no live confirmation for narrowed kinds."""
+    def trusting_misses(self, namespace: str, owner: str) -> CacheReader:
+        """This reader with final cache misses for the objects named `<owner>-...` in `namespace`: the
+        objects a TrainJob named `owner` owns, when nothing can have built them yet."""
         if not self._narrowed:
             return self
-        return CacheReader(self._cache, self._client, cached=self._cached)
+        trusting = CacheReader(self._cache, self._client, cached=self._cached, narrowed=self._narrowed)
+        trusting._trusted = (namespace, owner + "-")
+        return trusting
+
+    def _trusts(self, name: str, namespace: str | None) -> bool:
+        trusted = self._trusted
+        return trusted is not None and namespace == trusted[0] and name.startswith(trusted[1])
 
     def list(
         self,

@@ -250,7 +250,7 @@ def setup_with_manager(
         registry=registry,
         recorder=manager.get_event_recorder(RECORDER_NAME),
         clock=manager.clock,
-        new_owner_reader=reader.trusting_misses(),
+        new_owner_reader=reader.trusting_misses,
     )
     builder = ControllerBuilder(manager).named(CONTROLLER_NAME).for_(TRAINJOB)
     owned: set[GVK] = set()

@@ -42,7 +42,9 @@ Guarantees:
 - **A new TrainJob costs no read**: ConfigMaps and Secrets are cached only when labelled, so a miss of the
   runtime snapshot or the MPI or Flux Secret is normally confirmed with a live GET (an older controller's
   are unlabelled). For a TrainJob nothing can have built yet (no status, no JobSet in the cache, nothing
-  written for it by this process) the pipeline gets `new_owner_reader`, whose misses are final. The one case
+  written for it by this process) the pipeline gets `new_owner_reader(namespace, name)`, whose misses of
+  the TrainJob's own `<name>-...` objects are final; a miss of anything else (the status server's CA Secret)
+  is still confirmed live, because the cache holds only labelled Secrets. The one case
   it cannot see: a predecessor that wrote the snapshot or a Secret and stopped before the JobSet and any
   status. The snapshot is then rewritten from the current runtime (the TrainJob had not started), and the
   Secret's apply is refused as immutable once (an event and a retry, which confirms live).
@@ -79,7 +81,7 @@ Deliberately missing: finalizers (children go by owner-reference garbage collect
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, cast
@@ -280,16 +282,16 @@ class TrainJobReconciler:
         recorder: Recorder,
         clock: Clock,
         applier: Applier | None = None,
-        new_owner_reader: Reader | None = None,
+        new_owner_reader: Callable[[str, str], Reader] | None = None,
     ) -> None:
-        """`cache` serves the TrainJob; `reader` everything the pipeline reads; `new_owner_reader` is `reader`
-        with final cache misses, for a TrainJob nothing has built yet
+        """`cache` serves the TrainJob; `reader` everything the pipeline reads; `new_owner_reader(namespace,
+        name)` is `reader` with final cache misses for the objects of a TrainJob nothing has built yet
         (`controller.trainer.reader.CacheReader.trusting_misses`; `reader` itself when None); `applier`
         writes through `client` when None."""
         self._cache = cache
         self._client = client
         self._reader = reader
-        self._new_owner_reader = new_owner_reader if new_owner_reader is not None else reader
+        self._new_owner_reader = new_owner_reader
         self._registry = registry
         self._recorder = recorder
         self._clock = clock
@@ -339,7 +341,9 @@ class TrainJobReconciler:
             found = self._reader.get(JOBSET.api_version, JOBSET.kind, view.name, view.namespace)
         except ReadError:
             return self._reader
-        return self._new_owner_reader if found is None else self._reader
+        if found is not None or self._new_owner_reader is None:
+            return self._reader
+        return self._new_owner_reader(view.namespace, view.name)
 
     def _reconcile_objects(self, trainjob: TrainJob, objects: AppliedObjects, outcome: _Outcome) -> None:
         """Build the TrainJob's objects and apply them in order; the first failure stops, with an event."""

@@ -222,12 +222,17 @@ def test_a_lease_taken_away_ends_the_process_with_3(
         assert lease["spec"].get("holderIdentity"), lease
         return lease
 
-    lease = eventually(held, timeout=60)
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    lease["spec"].update(
-        holderIdentity="someone-else", leaseDurationSeconds=3600, renewTime=now, acquireTime=now
-    )
-    assert control_plane.admin_request("PUT", path, lease).status == 200
+    def taken_away() -> None:
+        # A read-modify-write racing the holder's renewals: a 409 means it renewed in between; read again.
+        lease = held()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lease["spec"].update(
+            holderIdentity="someone-else", leaseDurationSeconds=3600, renewTime=now, acquireTime=now
+        )
+        response = control_plane.admin_request("PUT", path, lease)
+        assert response.status == 200, response.body
+
+    eventually(taken_away, timeout=60)
 
     assert binary.wait(timeout=60) == 3
     assert "setup.leader_election_lost" in [line["event"] for line in binary.lines()]

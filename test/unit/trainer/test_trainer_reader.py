@@ -96,13 +96,28 @@ def test_a_miss_in_a_label_narrowed_cache_is_confirmed_live() -> None:
     assert live.reads == 2
 
 
-def test_a_reader_trusting_misses_answers_from_the_cache_alone() -> None:
+def test_a_reader_trusting_misses_answers_from_the_cache_alone_for_the_owners_objects() -> None:
     live = FakeAPI(obj(CONFIGMAP, "old-snapshot", "ns"))
     reader = CacheReader(FakeCache(), live, cached=[CONFIGMAP], narrowed=[CONFIGMAP])
-    trusting = reader.trusting_misses()
+    trusting = reader.trusting_misses("ns", "old")
     assert trusting.get("v1", "ConfigMap", "old-snapshot", "ns") is None
     assert live.reads == 0
     assert reader.get("v1", "ConfigMap", "old-snapshot", "ns") is not None  # the original still confirms
+
+
+def test_a_reader_trusting_misses_still_confirms_objects_the_owner_does_not_own() -> None:
+    # The status server's CA Secret: a Secret (cached only when labelled) that no TrainJob owns.
+    ca = obj(CONFIGMAP, "trainer-webhook-cert", "operator")
+    other = obj(CONFIGMAP, "older-snapshot", "ns")
+    same_name_elsewhere = obj(CONFIGMAP, "old-snapshot", "other-ns")
+    live = FakeAPI(ca, other, same_name_elsewhere)
+    trusting = CacheReader(FakeCache(), live, cached=[CONFIGMAP], narrowed=[CONFIGMAP]).trusting_misses(
+        "ns", "old"
+    )
+    assert trusting.get("v1", "ConfigMap", "trainer-webhook-cert", "operator") is ca
+    assert trusting.get("v1", "ConfigMap", "older-snapshot", "ns") is other  # `old` owns `old-...` only
+    assert trusting.get("v1", "ConfigMap", "old-snapshot", "other-ns") is same_name_elsewhere
+    assert live.reads == 3
 
 
 def test_an_uncached_kind_is_read_live() -> None:

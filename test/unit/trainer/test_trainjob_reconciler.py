@@ -378,7 +378,7 @@ def _with_an_older_snapshot(**trainjob: Any) -> tuple[FakeCluster, MemoryReader,
         registry=new_registry(),
         recorder=FakeRecorder(),
         clock=FakeClock(wall=NOW),
-        new_owner_reader=cache,  # misses are final
+        new_owner_reader=lambda namespace, name: cache,  # misses are final
     )
     return cluster, cache, r
 
