@@ -179,7 +179,7 @@ def build_manager(settings: Settings) -> Manager:
     # Imported here: the Trainer glue pulls in runtime/ and every plugin; flags and configuration do not.
     from controller.trainer.setup import cache_by_object, new_registry, setup_with_manager  # noqa: PLC0415
     from controller.trainer.statusserver import setup_status_server  # noqa: PLC0415
-    from controller.trainer.webhooks import setup_webhooks  # noqa: PLC0415
+    from controller.trainer.webhooks import RUNTIME_KINDS, setup_webhooks  # noqa: PLC0415
 
     config = settings.config
     if settings.serving.operator_namespace is None:
@@ -215,7 +215,7 @@ def build_manager(settings: Settings) -> Manager:
         manager,
         registry,
         config,
-        reader=controllers.reader,
+        reader=controllers.reader.confirming_misses(RUNTIME_KINDS),
         bind_address=settings.serving.webhook_bind_address or None,
         cert_dir=cert_dir,
     )

@@ -21,6 +21,11 @@ Guarantees (the contract of `runtime.framework.Reader`):
   miss is still confirmed: an object the TrainJob does not own (the status server's CA Secret in the
   operator namespace is a Secret, cached narrowed, and never labelled) is not absent because the cache
   lacks it.
+- `confirming_misses(kinds)` is the same reader with the misses of `kinds` confirmed live too, for the
+  admission webhook: a TrainingRuntime created just before a TrainJob that references it (one
+  `kubectl apply -f` of both) may not be in the informer's cache yet when the TrainJob is admitted, and
+  refusing it as "must be created before the TrainJob" would be wrong. One GET per admission whose runtime
+  the cache lacks; the reconciler keeps final misses (a retry with backoff sees the runtime arrive).
 - A kind nobody caches (PriorityClasses for the Volcano plugin's validation, the status server's CA Secret in
   the operator namespace) is read live: one request per read, and nothing about it is cached. Caching them
   would mean watching every PriorityClass or every Secret of a namespace for a rare read.
@@ -108,6 +113,13 @@ class CacheReader:
         trusting = CacheReader(self._cache, self._client, cached=self._cached, narrowed=self._narrowed)
         trusting._trusted = (namespace, owner + "-")
         return trusting
+
+    def confirming_misses(self, kinds: Collection[GVK]) -> CacheReader:
+        """This reader with a cache miss of any of `kinds` confirmed with a live read."""
+        confirmed = self._narrowed | frozenset(kinds)
+        reader = CacheReader(self._cache, self._client, cached=self._cached, narrowed=confirmed)
+        reader._trusted = self._trusted
+        return reader
 
     def _trusts(self, name: str, namespace: str | None) -> bool:
         trusted = self._trusted

@@ -282,6 +282,9 @@ class ClusterTrainingRuntimeValidator(Handler):
 
 
 _VALIDATION_KINDS = frozenset({TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, JOBSET})
+# Kinds whose cache miss the TrainJob validator confirms live: a runtime applied just before the TrainJob
+# (one `kubectl apply -f` of both) may not be in the cache yet (`CacheReader.confirming_misses`).
+RUNTIME_KINDS = frozenset({TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME})
 
 
 def setup_webhooks(
@@ -298,8 +301,9 @@ def setup_webhooks(
 
     `bind_address` defaults to `config.webhook.host:port` with an empty host read as `127.0.0.1` (the entry
     point resolves it against the Pod IP first). `reader` defaults to a `CacheReader` over the manager's
-    cache for the TrainJob, runtime and JobSet kinds (pass `setup_with_manager(...).reader` to share the
-    controllers'). The runtime informers are created here, so the cache syncs them before the server starts.
+    cache for the TrainJob, runtime and JobSet kinds, confirming a runtime's cache miss live (pass
+    `setup_with_manager(...).reader.confirming_misses(RUNTIME_KINDS)` to share the controllers'). The
+    runtime informers are created here, so the cache syncs them before the server starts.
     """
     cache = manager.cache
     # What validation reads: the runtimes, TrainJobs, and JobSets (runtime patches may change only while no
@@ -311,7 +315,7 @@ def setup_webhooks(
 
         if not isinstance(cache, InformerCache):
             raise TypeError("setup_webhooks needs a reader, or the manager's InformerCache to build one")
-        reader = CacheReader(cache, manager.client, cached=_VALIDATION_KINDS)
+        reader = CacheReader(cache, manager.client, cached=_VALIDATION_KINDS, narrowed=RUNTIME_KINDS)
     if bind_address is None:
         bind_address = f"{config.webhook.host or '127.0.0.1'}:{config.webhook.port}"
     tls = TLSOptions(

@@ -12,8 +12,14 @@ import pytest
 from controller.client.errors import NotFound, ServerError
 from controller.client.gvk import GVK
 from controller.client.object import ListResult
+from controller.serving.webhook.admission import AdmissionRequest
+from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
 from controller.trainer.reader import CacheReader
+from controller.trainer.setup import new_registry
+from controller.trainer.webhooks import RUNTIME_KINDS, TrainJobValidator
+from runtime.api import constants
 from runtime.framework import ReadError
+from runtime.testing import Make
 
 CONFIGMAP = GVK("", "v1", "ConfigMap")
 JOBSET = GVK("jobset.x-k8s.io", "v1alpha2", "JobSet")
@@ -149,3 +155,24 @@ def test_list_filters_by_labels_and_sorts_by_namespace_and_name() -> None:
         ("ns2", "a"),
         ("ns2", "b"),
     ]
+
+
+def test_the_webhook_admits_a_trainjob_whose_runtime_the_cache_does_not_hold_yet() -> None:
+    # `kubectl apply -f` of a runtime and a TrainJob on it: the TrainJob is admitted before the runtime's
+    # informer has seen the runtime. The webhook's reader confirms that miss with one live read.
+    make = Make(runtime_kind=constants.CLUSTER_TRAINING_RUNTIME_KIND)
+    runtime = make.runtime(
+        make.runtime_spec(*make.default_jobs()), kind=constants.CLUSTER_TRAINING_RUNTIME_KIND
+    )
+    trainjob = make.trainjob("just-after-its-runtime")
+    live = FakeAPI(runtime)
+    cached = [TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, JOBSET]
+    validator = TrainJobValidator(
+        new_registry(), CacheReader(FakeCache(), live, cached=cached).confirming_misses(RUNTIME_KINDS)
+    )
+    request = AdmissionRequest(uid="u", operation="CREATE", object=trainjob, old_object=None)
+    assert validator.handle(request).allowed
+    assert live.reads == 1
+    # Without the confirmation the cache's miss is final: the TrainJob would be refused.
+    refused = TrainJobValidator(new_registry(), CacheReader(FakeCache(), live, cached=cached))
+    assert not refused.handle(request).allowed
