@@ -31,6 +31,7 @@ from controller.client.client import Client
 from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import e2e_paths as paths
+from support.kind_jobs import TIMEOUT, create, skip_unless_kind, trainjob, wait_finished
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,14 +40,11 @@ MANAGER_NAME = paths.MANAGER_NAME
 MANAGER_SELECTOR = "app.kubernetes.io/name=trainer,app.kubernetes.io/component=manager"
 CERT_SECRET = "kubeflow-trainer-webhook-cert"
 LEASE_NAME = "trainer.kubeflow.org"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-TIMEOUT = 240.0
 
 
 @pytest.fixture(scope="module", autouse=True)
 def on_kind(e2e_cluster: Any) -> None:
-    if e2e_cluster.flavour != "kind":
-        pytest.skip("kind only: real Pods and the installed Deployment (hack/e2e-setup-kind.sh)")
+    skip_unless_kind(e2e_cluster, "real Pods and the installed Deployment")
 
 
 @pytest.fixture(scope="module")
@@ -64,78 +62,6 @@ def client(e2e_cluster: Any) -> Iterator[Client]:
         yield c
     finally:
         c.close()
-
-
-# ------------------------------------------------------------------------------------------------ objects
-
-
-def trainjob(name: str, runtime: str, *, num_nodes: int) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{constants.GROUP}/{constants.VERSION}",
-        "kind": constants.TRAINJOB_KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeRef": {"name": runtime, "kind": constants.TRAINING_RUNTIME_KIND},
-            "trainer": {"numNodes": num_nodes},
-        },
-    }
-
-
-def create(e2e_cluster: Any, namespace: str, body: dict[str, Any]) -> None:
-    plural = {"TrainingRuntime": "trainingruntimes", "TrainJob": "trainjobs"}[body["kind"]]
-    e2e_cluster.custom.create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, plural, body
-    )
-
-
-def trainjob_condition(e2e_cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
-    """The TrainJob's Complete or Failed condition once it is true, else None."""
-    stored = e2e_cluster.custom.get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainjobs", name
-    )
-    for condition in stored.get("status", {}).get("conditions", []):
-        if condition["type"] in {"Complete", "Failed"} and condition["status"] == "True":
-            return dict(condition)
-    return None
-
-
-def wait_finished(
-    e2e_cluster: Any, namespace: str, name: str, eventually: Callable[..., Any], logs: dict[str, str]
-) -> dict[str, Any]:
-    """The TrainJob's final condition; ``logs`` gets each node Pod's log as soon as its container ended
-    (a failed JobSet's Pods may be gone by the time the TrainJob says Failed)."""
-
-    def finished() -> dict[str, Any]:
-        for pod, text in ended_logs(e2e_cluster, namespace, name).items():
-            logs.setdefault(pod, text)  # the first read wins: the container may be removed afterwards
-        condition = trainjob_condition(e2e_cluster, namespace, name)
-        assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
-        return condition
-
-    result: dict[str, Any] = eventually(finished, timeout=TIMEOUT)
-    return result
-
-
-REMOVED_CONTAINER_LOG = "unable to retrieve container logs for "
-"""How the kubelet answers (200 OK) a log read of a container the runtime already removed."""
-
-
-def ended_logs(e2e_cluster: Any, namespace: str, name: str) -> dict[str, str]:
-    """The logs of the JobSet's Pods whose containers have all terminated and are still there to read."""
-    core = e2e_cluster.core
-    logs = {}
-    for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items:
-        statuses = pod.status.container_statuses or []
-        if statuses and all(s.state.terminated is not None for s in statuses):
-            try:
-                text = str(core.read_namespaced_pod_log(pod.metadata.name, namespace))
-            except kubernetes.client.ApiException as exc:
-                if exc.status != 404:  # deleted between the list and the read
-                    raise
-                continue
-            if not text.startswith(REMOVED_CONTAINER_LOG):  # a failed Job's Pods are being deleted
-                logs[pod.metadata.name] = text
-    return logs
 
 
 # ------------------------------------------------------------------------------------------- rendezvous

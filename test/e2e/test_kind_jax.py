@@ -19,54 +19,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 import yaml
 
 from runtime.api import constants
 from runtime.plugins.trainernode import JOB_COMPLETION_INDEX_FIELD_PATH
+from support.kind_jobs import JOBSET_NAME_LABEL, create, skip_unless_kind, wait_finished
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-jax.yaml"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-TIMEOUT = 240.0
-REMOVED_CONTAINER_LOG = "unable to retrieve container logs for "
-"""How the kubelet answers (200 OK) a log read of a container the runtime already removed."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def on_kind(e2e_cluster: Any) -> None:
-    if e2e_cluster.flavour != "kind":
-        pytest.skip("kind only: real Pods running the example's image (hack/e2e-setup-kind.sh)")
-
-
-def trainjob_condition(e2e_cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
-    """The TrainJob's Complete or Failed condition once it is true, else None."""
-    stored = e2e_cluster.custom.get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainjobs", name
-    )
-    for condition in stored.get("status", {}).get("conditions", []):
-        if condition["type"] in {"Complete", "Failed"} and condition["status"] == "True":
-            return dict(condition)
-    return None
-
-
-def ended_logs(e2e_cluster: Any, namespace: str, name: str) -> dict[str, str]:
-    """The logs of the JobSet's Pods whose containers have all terminated and are still there to read."""
-    core = e2e_cluster.core
-    logs = {}
-    for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items:
-        statuses = pod.status.container_statuses or []
-        if statuses and all(s.state.terminated is not None for s in statuses):
-            try:
-                text = str(core.read_namespaced_pod_log(pod.metadata.name, namespace))
-            except kubernetes.client.ApiException as exc:
-                if exc.status != 404:  # deleted between the list and the read
-                    raise
-                continue
-            if not text.startswith(REMOVED_CONTAINER_LOG):
-                logs[pod.metadata.name] = text
-    return logs
+    skip_unless_kind(e2e_cluster, "real Pods running the example's image")
 
 
 def test_kind_jax_example_sums_across_two_processes_through_the_coordinator(
@@ -76,20 +42,9 @@ def test_kind_jax_example_sums_across_two_processes_through_the_coordinator(
     name = body["metadata"]["name"]
     num_nodes = body["spec"]["trainer"]["numNodes"]
     assert num_nodes >= 2, f"{EXAMPLE} must run several processes to test a collective"
-    e2e_cluster.custom.create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainjobs", body
-    )
-
+    create(e2e_cluster, namespace, body)
     logs: dict[str, str] = {}
-
-    def finished() -> dict[str, Any]:
-        for pod, text in ended_logs(e2e_cluster, namespace, name).items():
-            logs.setdefault(pod, text)  # the first read wins: the container may be removed afterwards
-        condition = trainjob_condition(e2e_cluster, namespace, name)
-        assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
-        return condition
-
-    condition = eventually(finished, timeout=TIMEOUT)
+    condition = wait_finished(e2e_cluster, namespace, name, eventually, logs)
     assert condition["type"] == "Complete", (condition, logs)
 
     # Every node was told the same coordinator, node 0's Pod under the headless Service, and its own index.

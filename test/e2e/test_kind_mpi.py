@@ -44,11 +44,10 @@ import yaml
 
 from controller import envtest
 from runtime.api import constants
+from support.kind_jobs import create, skip_unless_kind, wait_finished
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-mpi.yaml"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 TIMEOUT = 180.0
 RANK_LINE = "mpi: rank "
 MOUNTED_LINE = "mounted: "
@@ -57,8 +56,7 @@ OWN_KEY = "/tmp/own-key"
 
 @pytest.fixture(scope="module", autouse=True)
 def on_kind(e2e_cluster: Any) -> None:
-    if e2e_cluster.flavour != "kind":
-        pytest.skip("kind only: real Pods running sshd and mpirun (hack/e2e-setup-kind.sh)")
+    skip_unless_kind(e2e_cluster, "real Pods running sshd and mpirun")
 
 
 @pytest.fixture(scope="module")
@@ -139,52 +137,17 @@ def mpi_trainjob(example: dict[str, dict[str, Any]], name: str, case: Case) -> d
     return trainjob
 
 
-def create(e2e_cluster: Any, namespace: str, body: dict[str, Any]) -> None:
-    plural = {"TrainingRuntime": "trainingruntimes", "TrainJob": "trainjobs"}[body["kind"]]
-    e2e_cluster.custom.create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, plural, body
-    )
-
-
 # ------------------------------------------------------------------------------------------- observation
 
 
 def finished(e2e_cluster: Any, namespace: str, name: str, eventually: Callable[..., Any]) -> tuple[str, str]:
     """The TrainJob's final condition type (Complete or Failed) and its launcher's log, read as soon as
     the launcher's container ended (a failed JobSet's Pods may be gone when the TrainJob says Failed)."""
-    log: list[str] = []
-
-    def done() -> str:
-        if not log:
-            text = launcher_log(e2e_cluster, namespace, name)
-            if text is not None:
-                log.append(text)
-        stored = e2e_cluster.custom.get_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, namespace, "trainjobs", name
-        )
-        for condition in stored.get("status", {}).get("conditions", []):
-            if condition["type"] in {"Complete", "Failed"} and condition["status"] == "True":
-                return str(condition["type"])
-        raise AssertionError(f"TrainJob {namespace}/{name} has not finished")
-
-    outcome: str = eventually(done, timeout=TIMEOUT, interval=0.5)
-    if not log:  # finished between the two reads
-        log.append(launcher_log(e2e_cluster, namespace, name) or "")
-    return outcome, log[0]
-
-
-def launcher_log(e2e_cluster: Any, namespace: str, name: str) -> str | None:
-    """The launcher Pod's log once its container terminated, else None."""
-    selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}={constants.LAUNCHER}"
-    for pod in e2e_cluster.core.list_namespaced_pod(namespace, label_selector=selector).items:
-        statuses = pod.status.container_statuses or []
-        if statuses and all(s.state.terminated is not None for s in statuses):
-            try:
-                return str(e2e_cluster.core.read_namespaced_pod_log(pod.metadata.name, namespace))
-            except kubernetes.client.ApiException as exc:
-                if exc.status != 404:
-                    raise
-    return None
+    logs: dict[str, str] = {}
+    condition = wait_finished(
+        e2e_cluster, namespace, name, eventually, logs, replicated_job=constants.LAUNCHER, timeout=TIMEOUT
+    )
+    return str(condition["type"]), "".join(logs.values())
 
 
 def hostfile(e2e_cluster: Any, namespace: str, name: str) -> list[tuple[str, int]]:

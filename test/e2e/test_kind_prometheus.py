@@ -46,11 +46,11 @@ import yaml
 from controller.client.client import Client
 from controller.client.errors import NotFound
 from controller.client.gvk import GVK
-from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import e2e_paths as paths
 from support import helm as helm_binary
 from support import prometheus
+from support.kind_jobs import create, skip_unless_kind, trainjob, wait_finished
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "config" / "components" / "grafana" / "kubeflow-trainer-dashboard.json"
@@ -63,15 +63,13 @@ MAX_DATA_POINTS = 1000
 """A Grafana panel about 1000 pixels wide asks for as many points."""
 POD = "prometheus"
 PORT = 9090
-TIMEOUT = 240.0
 TARGET_TIMEOUT = 90.0
 """Prometheus starts in seconds and scrapes every 2 s: longer means the target is not going to be up."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def on_kind(e2e_cluster: Any) -> None:
-    if e2e_cluster.flavour != "kind":
-        pytest.skip("kind only: real Pods and the installed Deployment (hack/e2e-setup-kind.sh)")
+    skip_unless_kind(e2e_cluster, "real Pods and the installed Deployment")
 
 
 def _image(variable: str) -> str:
@@ -201,28 +199,6 @@ def discovered(client: Client, monitor: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------- TrainJobs
 
 
-def trainjob(name: str, runtime: str, *, num_nodes: int) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{constants.GROUP}/{constants.VERSION}",
-        "kind": constants.TRAINJOB_KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeRef": {"name": runtime, "kind": constants.TRAINING_RUNTIME_KIND},
-            "trainer": {"numNodes": num_nodes},
-        },
-    }
-
-
-def finished(e2e_cluster: Any, namespace: str, name: str) -> str:
-    stored = e2e_cluster.custom.get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainjobs", name
-    )
-    for condition in stored.get("status", {}).get("conditions", []):
-        if condition["type"] in {"Complete", "Failed"} and condition["status"] == "True":
-            return str(condition["type"])
-    raise AssertionError(f"TrainJob {namespace}/{name} has not finished")
-
-
 # ------------------------------------------------------------------------------------------------- test
 
 
@@ -287,22 +263,14 @@ def test_kind_prometheus_scrapes_the_manager_as_the_service_monitor_says_and_ans
         failing = runtimes["exits"]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
         failing["backoffLimit"] = 0
         failing["template"]["spec"]["restartPolicy"] = "Never"
-        custom = e2e_cluster.custom
         for runtime in runtimes.values():
-            custom.create_namespaced_custom_object(
-                constants.GROUP, constants.VERSION, namespace, "trainingruntimes", runtime
-            )
+            create(e2e_cluster, namespace, runtime)
         for name, runtime in runtimes.items():
-            job = trainjob(
-                name, runtime["metadata"]["name"], num_nodes=runtime["spec"]["mlPolicy"]["numNodes"]
-            )
             # Right after its runtime: the webhook confirms a runtime its cache lacks with a live read.
-            custom.create_namespaced_custom_object(
-                constants.GROUP, constants.VERSION, namespace, "trainjobs", job
-            )
+            num_nodes = runtime["spec"]["mlPolicy"]["numNodes"]
+            create(e2e_cluster, namespace, trainjob(name, runtime["metadata"]["name"], num_nodes=num_nodes))
         outcomes = {
-            name: eventually(lambda n=name: finished(e2e_cluster, namespace, n), timeout=TIMEOUT)
-            for name in runtimes
+            name: wait_finished(e2e_cluster, namespace, name, eventually)["type"] for name in runtimes
         }
         assert outcomes == {"sum": "Complete", "exits": "Failed"}, outcomes
         both_finished = time.time()

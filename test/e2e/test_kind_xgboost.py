@@ -27,87 +27,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 import yaml
 
 from runtime.api import constants
+from support.kind_jobs import create, skip_unless_kind, wait_finished
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-xgboost.yaml"
 RUNTIME = ROOT / "config" / "runtimes" / "xgboost-distributed.yaml"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 TIMEOUT = 300.0
 """Pods start in seconds with the image loaded; a broken rendezvous fails within XGBoost's 120 s timeouts,
 plus the Job's restarts of a failed container under the shipped runtime."""
 
 LINE = re.compile(r"^xgboost: rank (\d+) of (\d+) via (\S+): model ([0-9a-f]{16})$", re.MULTILINE)
-IMAGE_NOT_THERE = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
-REMOVED_CONTAINER_LOG = "unable to retrieve container logs for "
-"""How the kubelet answers (200 OK) a log read of a container the runtime already removed."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def on_kind(e2e_cluster: Any) -> None:
-    if e2e_cluster.flavour != "kind":
-        pytest.skip("kind only: real Pods running the example's image (hack/e2e-setup-kind.sh)")
-
-
-def trainjob_condition(e2e_cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
-    """The TrainJob's Complete or Failed condition once it is true, else None."""
-    stored = e2e_cluster.custom.get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainjobs", name
-    )
-    for condition in stored.get("status", {}).get("conditions", []):
-        if condition["type"] in {"Complete", "Failed"} and condition["status"] == "True":
-            return dict(condition)
-    return None
-
-
-def read_ended_logs(e2e_cluster: Any, namespace: str, name: str, logs: dict[str, str]) -> None:
-    """Add to ``logs`` each JobSet Pod whose containers have all terminated; fail at once on an image that is
-    not on the node (the example's image is loaded into kind, never pulled)."""
-    core = e2e_cluster.core
-    for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items:
-        statuses = pod.status.container_statuses or []
-        for status in statuses:
-            waiting = status.state.waiting
-            if waiting is not None and waiting.reason in IMAGE_NOT_THERE:
-                pytest.fail(
-                    f"Pod {pod.metadata.name}: {waiting.reason} for {status.image}: build it with "
-                    "hack/build-images.sh examples and load it into kind (hack/e2e-setup-kind.sh does both)",
-                    pytrace=False,
-                )
-        if pod.metadata.name in logs or not statuses or any(s.state.terminated is None for s in statuses):
-            continue
-        try:
-            text = str(core.read_namespaced_pod_log(pod.metadata.name, namespace))
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 404:  # deleted between the list and the read
-                raise
-            continue
-        if not text.startswith(REMOVED_CONTAINER_LOG):
-            logs[pod.metadata.name] = text
+    skip_unless_kind(e2e_cluster, "real Pods running the example's image")
 
 
 def run(
     e2e_cluster: Any, namespace: str, body: dict[str, Any], eventually: Callable[..., Any]
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Create the TrainJob; its final condition and its Pods' logs."""
-    name = body["metadata"]["name"]
-    e2e_cluster.custom.create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainjobs", body
-    )
+    create(e2e_cluster, namespace, body)
     logs: dict[str, str] = {}
-
-    def finished() -> dict[str, Any]:
-        # Logs first: by the time the TrainJob is Complete, every Pod has ended and been read.
-        read_ended_logs(e2e_cluster, namespace, name, logs)
-        condition = trainjob_condition(e2e_cluster, namespace, name)
-        assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
-        return condition
-
-    condition: dict[str, Any] = eventually(finished, timeout=TIMEOUT)
+    condition = wait_finished(
+        e2e_cluster, namespace, body["metadata"]["name"], eventually, logs, timeout=TIMEOUT
+    )
     return condition, logs
 
 
@@ -140,9 +89,7 @@ def test_kind_xgboost_example_told_the_tracker_address_of_another_pod_fails(
     job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
     job["backoffLimit"] = 0
     job["template"]["spec"]["restartPolicy"] = "Never"
-    e2e_cluster.custom.create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, "trainingruntimes", runtime
-    )
+    create(e2e_cluster, namespace, runtime)
     # The example's script, told that node 1's Pod runs the tracker.
     body = yaml.safe_load(EXAMPLE.read_text())
     name = body["metadata"]["name"]

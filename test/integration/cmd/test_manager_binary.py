@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import http.client
 import os
-import shutil
 import signal
 import ssl
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -23,7 +20,7 @@ import pytest
 
 from controller.envtest import ControlPlane
 from controller.envtest.process import free_port
-from support import launcher
+from support import example_plugin, launcher
 
 BASE_CONFIG = {
     "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
@@ -31,7 +28,6 @@ BASE_CONFIG = {
     "controller": {"groupKindConcurrency": {"TrainJob.trainer.kubeflow.org": 5}},
 }
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLE_PLUGIN = REPO / "test" / "plugins" / "example_plugin"
 LEADER_ELECTION = {"leaderElect": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"}
 
 
@@ -238,29 +234,10 @@ def test_a_lease_taken_away_ends_the_process_with_3(
     assert "setup.leader_election_lost" in [line["event"] for line in binary.lines()]
 
 
-def _install_example_plugin(tmp_path: Path) -> Path:
-    """``pip install --target`` of ``test/plugins/example_plugin`` (built from a copy: the build writes beside
-    its sources); the directory to put on the manager's ``PYTHONPATH``."""
-    source, site = tmp_path / "example-src", tmp_path / "example-site"
-    shutil.copytree(EXAMPLE_PLUGIN, source)
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-index",
-    ]
-    subprocess.run([*pip, "--target", str(site), str(source)], check=True, timeout=300, capture_output=True)
-    return site
-
-
 def test_a_plugin_installed_beside_it_and_enabled_by_name_runs(
     start: Callable[..., Binary], eventually: Callable[..., Any], tmp_path: Path
 ) -> None:
-    site = _install_example_plugin(tmp_path)
+    site = example_plugin.pip_install(tmp_path)
     binary = start(overrides={"plugins": {"enabled": ["Example"]}}, python_path=[site])
     assert eventually(lambda: binary.get("health-probe", "/healthz"), timeout=60) == "ok"
     assert eventually(lambda: binary.get("health-probe", "/readyz"), timeout=60, retry_on=(OSError,)) == "ok"
@@ -273,7 +250,7 @@ def test_a_plugin_installed_beside_it_and_enabled_by_name_runs(
 def test_a_plugin_no_installed_distribution_provides_stops_it_with_2_before_it_serves(
     start: Callable[..., Binary], tmp_path: Path
 ) -> None:
-    site = _install_example_plugin(tmp_path)
+    site = example_plugin.pip_install(tmp_path)
     binary = start(overrides={"plugins": {"enabled": ["Example", "acme"]}}, python_path=[site])
     assert binary.wait(timeout=60) == 2
     lines = binary.lines()

@@ -6,9 +6,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +23,8 @@ from runtime.framework import registry as plugin_registry
 from runtime.info import Info
 from runtime.plugins import builtin_registry
 from runtime.testing import Make
+from support import example_plugin
 
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE_DISTRIBUTION = REPO / "test" / "plugins" / "example_plugin"
 ENV = "ACME_TRAINJOB"
 
 
@@ -221,19 +217,7 @@ def test_the_example_distribution_installed_with_pip_is_enabled_by_name(
 ) -> None:
     """The path a user takes: pip installs the distribution (its entry point in its metadata), the
     Configuration names the plugin, the manager's objects carry its effect."""
-    source, target = tmp_path / "src", tmp_path / "site"
-    shutil.copytree(EXAMPLE_DISTRIBUTION, source)  # the build writes beside the sources: not into the repo
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-index",
-    ]
-    subprocess.run([*pip, "--target", str(target), str(source)], check=True, timeout=300, capture_output=True)
+    target = example_plugin.pip_install(tmp_path)
     monkeypatch.syspath_prepend(str(target))
     # The real look-up: importlib.metadata finds the distribution on sys.path.
     assert "Example" in {ep.name for ep in plugin_registry.installed_entry_points()}
