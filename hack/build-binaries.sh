@@ -4,8 +4,8 @@
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
 #                                     kueue, trainer, upstream-render; and for the kind tier: kind,
-#                                     kubernetes-node, coredns, crictl, pause; gotypes, the Go type table
-#                                     generator)
+#                                     kubernetes-node, coredns, crictl, pause, upstream-e2e; gotypes, the
+#                                     Go type table generator)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -43,6 +43,11 @@ trainer_dir="$cache/bin/trainer-$TRAINER_VERSION"
 # Upstream's object-building code run offline (hack/tools/upstream-render): the parity tests' reference.
 upstream_render_hash=$(cd "$here/tools/upstream-render" && cat go.mod go.sum main.go | sha256sum | cut -c1-12)
 upstream_render_dir="$cache/bin/upstream-render-$TRAINER_VERSION-$upstream_render_hash"
+# Upstream's own e2e suite (the package test/e2e of the Trainer module, unmodified, compiled by `go test -c`),
+# run against this project's manager on kind (test/e2e/test_upstream_e2e.py). The wrapper
+# hack/tools/upstream-e2e pins the suite's imports, so its files' hash names the directory too.
+upstream_e2e_hash=$(cd "$here/tools/upstream-e2e" && cat go.mod go.sum deps.go | sha256sum | cut -c1-12)
+upstream_e2e_dir="$cache/bin/upstream-e2e-$TRAINER_VERSION-$upstream_e2e_hash"
 # The kind tier: kind, and the node image's own binaries (hack/build-images.sh puts them into images).
 kind_dir="$cache/bin/kind-$KIND_VERSION"
 k8s_node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
@@ -57,7 +62,7 @@ gotypes_dir="$cache/bin/gotypes-$TRAINER_VERSION-$(cat "$here"/tools/gotypes/go.
 print_dirs() {
   printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\nKUEUE_BIN=%s\nTRAINER_BIN=%s\n' \
     "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir" "$kueue_dir" "$trainer_dir"
-  printf 'UPSTREAM_RENDER_BIN=%s\n' "$upstream_render_dir"
+  printf 'UPSTREAM_RENDER_BIN=%s\nUPSTREAM_E2E_BIN=%s\n' "$upstream_render_dir" "$upstream_e2e_dir"
   printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
     "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
   printf 'GOTYPES_BIN=%s\n' "$gotypes_dir"
@@ -192,6 +197,13 @@ build_upstream_render() {
   go build -trimpath -ldflags "-s -w" -o "$OUT/upstream-render" .
 }
 
+# Upstream's e2e suite as a test binary: the package of the Trainer module in the Go module cache, as it is
+# there (its testdata is embedded), with the dependency versions the wrapper pins (upstream's own).
+build_upstream_e2e() {
+  cd "$here/tools/upstream-e2e"
+  go test -c -trimpath -ldflags "-s -w" -o "$OUT/e2e.test" github.com/kubeflow/trainer/v2/test/e2e
+}
+
 # The node's own Kubernetes binaries, from the same wrapper and build cache as the control plane's.
 build_kubernetes_node() {
   cd "$here/tools/k8s"
@@ -239,7 +251,7 @@ build_gotypes() {  # this repository's own tool, from the same pinned modules as
 }
 
 all_components="etcd kubernetes kwok jobset helm kueue trainer upstream-render kind kubernetes-node coredns crictl pause"
-all_components+=" gotypes"
+all_components+=" upstream-e2e gotypes"
 # Components named on the command line, or all of them.
 only=" ${*:-$all_components} "
 for n in "$@"; do
@@ -262,6 +274,7 @@ wanted kubernetes-node && ! complete "$k8s_node_dir" kubelet kubeadm kube-proxy 
 wanted coredns && ! complete "$coredns_dir" coredns && need+=(coredns)
 wanted crictl && ! complete "$crictl_dir" crictl && need+=(crictl)
 wanted pause && ! complete "$pause_dir" pause && need+=(pause)
+wanted upstream-e2e && ! complete "$upstream_e2e_dir" e2e.test && need+=(upstream-e2e)
 wanted gotypes && ! complete "$gotypes_dir" gotypes && need+=(gotypes)
 
 if (( ${#need[@]} )); then
@@ -281,6 +294,7 @@ if (( ${#need[@]} )); then
       coredns) build coredns "$coredns_dir" build_coredns ;;
       crictl) build crictl "$crictl_dir" build_crictl ;;
       pause) build pause "$pause_dir" build_pause ;;
+      upstream-e2e) build upstream-e2e "$upstream_e2e_dir" build_upstream_e2e ;;
       gotypes) build gotypes "$gotypes_dir" build_gotypes ;;
     esac
   done

@@ -2,7 +2,8 @@
 # Build the container images of the kind tier without a registry: every image comes from Debian's packages,
 # the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
 #
-#   hack/build-images.sh              build what is missing (node, jobset, manager, workload, prometheus)
+#   hack/build-images.sh              build what is missing (node, jobset, manager, workload, prometheus,
+#                                     examples, upstream)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
@@ -21,6 +22,10 @@
 #             example TrainJob beside it uses (kubeflow-trainer-py/example-<name>:<version>), from that
 #             directory's Dockerfile, which a user with a registry builds as it is from public Debian
 #             (examples/images/README.md)
+#   upstream  stand-ins for the images upstream's e2e suite runs (UPSTREAM_IMAGES), under the names its specs
+#             and runtimes use, as test/e2e/upstream/images lists them: the Python base or an example image
+#             tagged as it is, or a directory of test/e2e/upstream/ built on the Python base
+#             (test/e2e/upstream/README.md says what each does for which spec)
 #
 # Base images are root filesystems made by debootstrap (DEBIAN_SUITE in hack/versions.env) from
 # DEBIAN_MIRROR (default: the mirror this machine's apt uses) and imported; each is tagged by a hash of its
@@ -281,6 +286,42 @@ build_examples() {
   done
 }
 
+# --------------------------------------------------------------------------------------------- upstream
+
+# build_upstream_dir DIR: test/e2e/upstream/DIR/Dockerfile on the Python base, with the pause binary in its
+# context when the Dockerfile copies it; tagged by content (the cache).
+build_upstream_dir() {
+  local dir=$1 ctx="$work/ctx-upstream-$1"
+  rm -rf "$ctx"; cp -r "$repo/test/e2e/upstream/$dir" "$ctx"
+  if grep -q '^COPY pause ' "$ctx/Dockerfile"; then
+    [[ -x "$PAUSE_BIN/pause" ]] || die "$PAUSE_BIN/pause is missing (run: hack/build-binaries.sh pause)"
+    cp "$PAUSE_BIN/pause" "$ctx/pause"
+  fi
+  docker build --network none --build-arg BASE_IMAGE="$(python_base)" \
+    --tag "trainer-e2e/upstream-$dir:$(upstream_key "$dir")" "$ctx"
+  rm -rf "$ctx"
+}
+
+build_upstream() {
+  local name from source
+  while read -r name from; do
+    case $from in
+      python) source=$(python_base) ;;
+      example-*)
+        source="trainer-e2e/example-${from#example-}:$(example_key "${from#example-}")"
+        exists "$source" || timed "$from" build_example "${from#example-}"
+        ;;
+      *)
+        [[ -f "$repo/test/e2e/upstream/$from/Dockerfile" ]] || die "test/e2e/upstream/images: $name from $from:" \
+          "no test/e2e/upstream/$from/Dockerfile"
+        source="trainer-e2e/upstream-$from:$(upstream_key "$from")"
+        exists "$source" || timed "upstream-$from" build_upstream_dir "$from"
+        ;;
+    esac
+    docker tag "$source" "$name"
+  done < <(upstream_list)
+}
+
 # ---------------------------------------------------------------------------------------------- names
 
 # What each recipe is made of: the text of the functions that build it (not the whole of this script, so
@@ -319,14 +360,23 @@ example_key() {
 EXAMPLE_IMAGES=$(for n in $example_names; do printf '%s ' "$(example_image "$n")"; done)
 EXAMPLE_IMAGES=${EXAMPLE_IMAGES% }
 
+# The stand-ins of upstream's e2e images: NAME FROM lines of test/e2e/upstream/images; a directory's image
+# is keyed by its files.
+upstream_list() { sed -e 's/#.*//' "$repo/test/e2e/upstream/images" | awk 'NF == 2 {print $1, $2}'; }
+upstream_key() {
+  recipe_key build_upstream_dir python_base debian_base -- $(cd "$repo" && find "test/e2e/upstream/$1" -type f | sort)
+}
+UPSTREAM_IMAGES=$(upstream_list | awk '{printf "%s ", $1}')
+UPSTREAM_IMAGES=${UPSTREAM_IMAGES% }
+
 if [[ "${1:-}" == "--print" ]]; then
   printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
     "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
-  printf 'PROMETHEUS_IMAGE=%s\n' "$PROMETHEUS_IMAGE"
+  printf 'PROMETHEUS_IMAGE=%s\nUPSTREAM_IMAGES="%s"\n' "$PROMETHEUS_IMAGE" "$UPSTREAM_IMAGES"
   exit 0
 fi
 
-all="node jobset manager workload prometheus examples"
+all="node jobset manager workload prometheus examples upstream"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -340,6 +390,7 @@ mkdir -p "$work" "$log_dir"
 for n in $all; do
   wanted "$n" || continue
   if [[ $n == examples ]]; then build_examples; continue; fi
+  if [[ $n == upstream ]]; then build_upstream; say "upstream: $UPSTREAM_IMAGES"; continue; fi
   case $n in
     node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
     manager) image=$TRAINER_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;

@@ -16,10 +16,12 @@
 #   2. the binaries and images, cached by version (a second run builds nothing);
 #   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
 #      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
-#   4. `kind load` the manager, JobSet, workload, Prometheus and example images;
+#   4. `kind load` the manager, JobSet, workload, Prometheus and example images, and the stand-ins of the
+#      images upstream's e2e suite runs (test/e2e/upstream/README.md);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
-#   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
+#   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users, with the
+#      TrainJobStatus feature gate on, as upstream's e2e set-up installs its own) or
 #      INSTALL=kustomize (`kubectl apply --server-side -k` an overlay of config/default that sets only the
 #      image, then config/runtimes, as docs/install.md tells users);
 #   7. wait: JobSet's Pods Ready, our Deployment Available, our validating webhook answering through its
@@ -87,7 +89,8 @@ fi
 bash "$here/docker-engine.sh"
 say "preparing the virtualenv (make venv)"
 make -C "$repo" --no-print-directory venv >/dev/null
-bash "$here/build-binaries.sh" etcd kubernetes jobset helm kind kubernetes-node coredns crictl pause >/dev/null
+bash "$here/build-binaries.sh" etcd kubernetes jobset helm kind kubernetes-node coredns crictl pause \
+  upstream-e2e >/dev/null
 bash "$here/build-images.sh"
 eval "$(bash "$here/build-images.sh" --print)"
 mkdir -p "$artifacts"
@@ -166,6 +169,9 @@ k() { "$kubectl" "$@"; }
 for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES; do
   "$kind" load docker-image "$image" --name "$name" >/dev/null
 done
+# One `kind load` for all of them: most share the Python base's layers, saved and imported once.
+# shellcheck disable=SC2086 # UPSTREAM_IMAGES is a list of names, split on purpose
+"$kind" load docker-image $UPSTREAM_IMAGES --name "$name" >/dev/null
 
 relative() { "$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
 
@@ -222,7 +228,8 @@ install_trainer() {  # install_trainer helm|kustomize
   if [[ $how == helm ]]; then
     "$helm" upgrade --install "$release" "$repo/charts/kubeflow-trainer-py" --namespace "$manager_namespace" \
       --set image.repository="$repository" --set image.tag="$tag" --set manager.replicas="$replicas" \
-      --set runtimes.defaultEnabled=true --wait=false >/dev/null
+      --set runtimes.defaultEnabled=true --set manager.config.featureGates.TrainJobStatus=true \
+      --wait=false >/dev/null
   else
     local overlay="$artifacts/trainer"
     mkdir -p "$overlay"

@@ -65,3 +65,9 @@ cd "$here/crds"
 go mod edit -require="sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" -require="volcano.sh/volcano@$VOLCANO_VERSION" \
   -require="sigs.k8s.io/jobset@$JOBSET_VERSION" -require="github.com/kubeflow/trainer/v2@$TRAINER_VERSION"
 echo "wrappers regenerated; commit hack/tools/*/go.mod and go.sum"
+
+# upstream-e2e: deps.go (kept) names what upstream's test/e2e imports; the requirements start from the trainer
+# wrapper's, so `go mod tidy` adds only the suite's own (Ginkgo, Gomega, at the versions upstream requires).
+cd "$here/upstream-e2e" && rm -f go.mod go.sum && go mod init github.com/kubeflow-trainer-py/hack/tools/upstream-e2e >/dev/null 2>&1 &&
+  go mod edit -go=1.26.0 && cp "$here/trainer/go.sum" go.sum &&
+  sed -n '/^require (/,/^)/p' "$here/trainer/go.mod" | sed 's# // indirect##' >> go.mod && go mod tidy

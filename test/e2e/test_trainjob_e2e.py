@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from controller.client.client import Client
 from runtime.api import constants
 from runtime.api.views import TrainJobView
+from runtime.features import TRAIN_JOB_STATUS
 from support import e2e_paths as paths
 from support import e2e_trainjobs, install
 from support.e2e_trainjobs import (
@@ -298,8 +299,10 @@ def test_on_either_path_a_suspended_trainjob_gets_its_objects_and_the_webhook_an
     jobset = read_jobset(e2e_cluster, namespace, name)
     assert_controlled_by(jobset, created)
     assert jobset["spec"]["suspend"] is True
-    assert owned_by(e2e_cluster, namespace, created) == {
-        ("ConfigMap", f"{name}-runtime-snapshot"),
-        ("JobSet", name),
-    }
+    expected = {("ConfigMap", f"{name}-runtime-snapshot"), ("JobSet", name)}
+    if paths.feature_gate_on(client, TRAIN_JOB_STATUS):
+        # The TrainJobStatus plugin's ConfigMap with the status server's CA for the pods (the Helm install
+        # of hack/e2e-setup-kind.sh turns the gate on, as upstream's e2e set-up does).
+        expected.add(("ConfigMap", f"{name}-tls-config"))
+    assert owned_by(e2e_cluster, namespace, created) == expected
     assert not jobset_pods(e2e_cluster, namespace, name)

@@ -59,8 +59,13 @@ MANAGER_NAMESPACE = "kubeflow-system"
 MANAGER_NAME = "kubeflow-trainer-controller-manager"
 """The Deployment and the Service of an installed manager (``config/manager/``)."""
 
+CONFIG_MAP = "kubeflow-trainer-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+"""The installed manager's Configuration: the ConfigMap its Deployment mounts, and the file in it."""
+
 FLAVOURS = ("kwok", "kind")
 DEPLOYMENT_GVK = GVK("apps", "v1", "Deployment")
+CONFIG_MAP_GVK = GVK("", "v1", "ConfigMap")
 TRAINJOB_GVK = GVK(constants.GROUP, constants.VERSION, constants.TRAINJOB_KIND)
 
 
@@ -160,6 +165,20 @@ def wait_until_serving(client: Client, flavour: str, *, timeout: float = 300.0) 
         if time.monotonic() >= deadline:
             raise TimeoutError(f"the Trainer manager is not serving after {timeout:.0f} s: {last}")
         time.sleep(2.0)
+
+
+def feature_gate_on(client: Client, name: str) -> bool:
+    """Whether the installed manager runs with the feature gate ``name`` on, as its Configuration says
+    (``featureGates`` of the ConfigMap ``kubeflow-system/kubeflow-trainer-config``, which the Helm chart and
+    ``config/default`` both install). Without that ConfigMap (the kwok path: a host manager started with the
+    shipped Configuration and no gates) every gate reads off. The Deployment passes no ``--feature-gates``.
+    """
+    try:
+        config_map = client.get(CONFIG_MAP_GVK, CONFIG_MAP, MANAGER_NAMESPACE)
+    except NotFound:
+        return False
+    configuration = yaml.safe_load((config_map.get("data") or {}).get(CONFIG_KEY) or "") or {}
+    return (configuration.get("featureGates") or {}).get(name) is True
 
 
 def manager_log_hint(flavour: str, cluster_name: str = "") -> str:

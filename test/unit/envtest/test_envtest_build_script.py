@@ -61,7 +61,7 @@ def _fake_go(fake_bin: Path, tmp_path: Path, *, download: str = "exit 0", build:
   "env GOPROXY") echo https://proxy.invalid ;;
   "mod download") {download} ;;
   "list -m") echo {tmp_path}/gopath/pkg/mod/k8s.io/kubernetes ;;
-  build*) {build} ;;
+  build*|"test -c") {build} ;;
   *) echo "unexpected: go $*" >&2; exit 2 ;;
 esac
 """,

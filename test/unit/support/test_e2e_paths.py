@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from controller.client.errors import NotFound
 from support import e2e_paths as paths
 from support import kueue, kwok
 
@@ -125,3 +126,42 @@ def test_kueue_on_kind_is_a_skip_not_a_missing_prerequisite() -> None:
         pass
     assert not isinstance(raised.value, paths.KueueMissing)
     assert str(raised.value) == paths.KUEUE_ON_KIND
+
+
+# --- the installed manager's feature gates -----------------------------------------------------------------
+
+
+class _ConfigMaps:
+    """A Client stand-in that knows only ConfigMaps (``get``), keyed by (namespace, name)."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self._objects = objects
+
+    def get(self, gvk: Any, name: str, namespace: str) -> dict[str, Any]:
+        assert gvk == paths.CONFIG_MAP_GVK
+        try:
+            return self._objects[(namespace, name)]
+        except KeyError:
+            raise NotFound(f"configmaps {name!r} not found", status=404) from None
+
+
+def _installed(configuration: str) -> Any:
+    data = {paths.CONFIG_KEY: configuration}
+    return _ConfigMaps({(paths.MANAGER_NAMESPACE, paths.CONFIG_MAP): {"data": data}})
+
+
+@pytest.mark.parametrize(
+    ("configuration", "on"),
+    [
+        pytest.param("kind: Configuration\nfeatureGates:\n  TrainJobStatus: true\n", True, id="on"),
+        pytest.param("kind: Configuration\nfeatureGates:\n  TrainJobStatus: false\n", False, id="off"),
+        pytest.param("kind: Configuration\nfeatureGates:\n  Other: true\n", False, id="another gate"),
+        pytest.param("kind: Configuration\n", False, id="no featureGates"),
+    ],
+)
+def test_a_feature_gate_reads_as_the_installed_configuration_sets_it(configuration: str, on: bool) -> None:
+    assert paths.feature_gate_on(_installed(configuration), "TrainJobStatus") is on
+
+
+def test_without_an_installed_configuration_every_gate_is_off() -> None:
+    assert paths.feature_gate_on(_ConfigMaps({}), "TrainJobStatus") is False
