@@ -298,8 +298,8 @@ def test_on_either_path_a_suspended_trainjob_gets_its_objects_and_the_webhook_an
     jobset = read_jobset(e2e_cluster, namespace, name)
     assert_controlled_by(jobset, created)
     assert jobset["spec"]["suspend"] is True
-    assert owned_by(e2e_cluster, namespace, created) == {
-        ("ConfigMap", f"{name}-runtime-snapshot"),
-        ("JobSet", name),
-    }
+    owned = {("ConfigMap", f"{name}-runtime-snapshot"), ("JobSet", name)}
+    if e2e_cluster.flavour == "kind" and paths.installed_manager(client).feature_gate("TrainJobStatus"):
+        owned.add(("ConfigMap", f"{name}-tls-config"))  # the status server's CA for the pods
+    assert owned_by(e2e_cluster, namespace, created) == owned
     assert not jobset_pods(e2e_cluster, namespace, name)
