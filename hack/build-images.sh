@@ -2,8 +2,8 @@
 # Build the container images of the kind tier without a registry: every image comes from Debian's packages,
 # the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
 #
-#   hack/build-images.sh              build what is missing (node, jobset, manager, workload, prometheus,
-#                                     examples, upstream)
+#   hack/build-images.sh              build what is missing (node, jobset, manager, plugin, workload,
+#                                     prometheus, examples, upstream)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
@@ -15,6 +15,10 @@
 #   jobset    JobSet's manager (JOBSET_IMAGE), for JobSet's own manifests
 #   manager   this project's manager (TRAINER_IMAGE) from the repository's Dockerfile, on a Debian Python
 #             base; pip installs from wheels the host downloaded, served on 127.0.0.1 for the build
+#   plugin    the manager image with the example third-party plugin installed (PLUGIN_IMAGE): built from
+#             test/plugins/example_plugin/Dockerfile FROM the manager image above, with the plugin's wheel
+#             built on the host, as docs/plugins.md tells users to ship a plugin; the Helm install of
+#             hack/e2e-setup-kind.sh runs it with the plugin enabled by name
 #   workload  the training Pods' image (WORKLOAD_IMAGE): Debian's Python and test/e2e/workload/
 #   prometheus  Debian's Prometheus (PROMETHEUS_IMAGE), which the kind tier runs to scrape the manager as
 #             the shipped ServiceMonitor says and to evaluate the shipped Grafana dashboard's queries
@@ -224,6 +228,21 @@ build_manager() {
   build_with_wheels "$wheels" --build-arg BASE_IMAGE="$base" --tag "$TRAINER_IMAGE" "$repo"
 }
 
+# ----------------------------------------------------------------------------------------------- plugin
+
+# The example plugin's directory as a user has it, its wheel built outside the image (`pip wheel --no-deps`,
+# the host virtualenv's setuptools, no index), then its Dockerfile on the manager image, without network.
+build_plugin() {
+  exists "$TRAINER_IMAGE" || die "the plugin image derives from $TRAINER_IMAGE, which is missing (hack/build-images.sh manager)"
+  local ctx="$work/ctx-plugin"
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp -r "$repo/test/plugins/example_plugin/." "$ctx/"
+  rm -rf "$ctx/dist" "$ctx/build" "$ctx"/*.egg-info
+  (cd "$ctx" && "$python" -m pip wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir dist .)
+  docker build --network none --build-arg MANAGER_IMAGE="$TRAINER_IMAGE" --tag "$PLUGIN_IMAGE" "$ctx"
+  rm -rf "$ctx"
+}
+
 # --------------------------------------------------------------------------------------------- workload
 
 build_workload() {
@@ -337,6 +356,7 @@ node_key=$(recipe_key build_node kubeadm_images debian_base static_image -- hack
 workload_key=$(recipe_key build_workload python_base debian_base -- \
   $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
 prometheus_key=$(recipe_key build_prometheus python_base debian_base --)
+plugin_files() { (cd "$repo" && git ls-files -co --exclude-standard test/plugins/example_plugin | grep -v '\.pyc$' | sort); }
 manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dockerignore pyproject.toml README.md \
   requirements/manager.txt config/crd controller runtime cmd | grep -v '\.pyc$' |
   tar -c --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --no-recursion -T - | sha256sum | cut -c1-12)
@@ -344,6 +364,9 @@ manager_key=$(cd "$repo" && git ls-files -co --exclude-standard Dockerfile .dock
 NODE_IMAGE=${NODE_IMAGE:-trainer-e2e/kind-node:$KUBERNETES_VERSION-$node_key}
 JOBSET_IMAGE=${JOBSET_IMAGE:-trainer-e2e/jobset:$JOBSET_VERSION}
 TRAINER_IMAGE=${TRAINER_IMAGE:-kubeflow-trainer-py:e2e-$manager_key}
+# The plugin image changes with its manager image (by name: content-keyed unless TRAINER_IMAGE is given).
+plugin_key=$( { echo "$TRAINER_IMAGE"; recipe_key build_plugin -- $(plugin_files); } | sha256sum | cut -c1-12)
+PLUGIN_IMAGE=${PLUGIN_IMAGE:-kubeflow-trainer-py:e2e-example-plugin-$plugin_key}
 WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
 PROMETHEUS_IMAGE=${PROMETHEUS_IMAGE:-trainer-e2e/prometheus:$prometheus_key}
 
@@ -372,11 +395,11 @@ UPSTREAM_IMAGES=${UPSTREAM_IMAGES% }
 if [[ "${1:-}" == "--print" ]]; then
   printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
     "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
-  printf 'PROMETHEUS_IMAGE=%s\nUPSTREAM_IMAGES="%s"\n' "$PROMETHEUS_IMAGE" "$UPSTREAM_IMAGES"
+  printf 'PROMETHEUS_IMAGE=%s\nPLUGIN_IMAGE=%s\nUPSTREAM_IMAGES="%s"\n' "$PROMETHEUS_IMAGE" "$PLUGIN_IMAGE" "$UPSTREAM_IMAGES"
   exit 0
 fi
 
-all="node jobset manager workload prometheus examples upstream"
+all="node jobset manager plugin workload prometheus examples upstream"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -393,7 +416,7 @@ for n in $all; do
   if [[ $n == upstream ]]; then build_upstream; say "upstream: $UPSTREAM_IMAGES"; continue; fi
   case $n in
     node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
-    manager) image=$TRAINER_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
+    manager) image=$TRAINER_IMAGE ;; plugin) image=$PLUGIN_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
     prometheus) image=$PROMETHEUS_IMAGE ;;
   esac
   if exists "$image"; then say "$n: $image (cached)"; continue; fi

@@ -7,8 +7,10 @@
 #                                     until it serves, then print the exports that point the suite at it
 #   hack/e2e-setup-kind.sh test       `up`, then test/e2e against the cluster (E2E_CLUSTER=kind)
 #   hack/e2e-setup-kind.sh ci         what `make test` runs: a new cluster; the Trainer installed by kustomize,
-#                                     one TrainJob on real Pods; then uninstalled, installed by Helm, and the
-#                                     whole suite; the cluster is deleted at the end, pass or fail
+#                                     one TrainJob on real Pods and the example plugin's test (its effect
+#                                     absent); then uninstalled, installed by Helm (the plugin and the
+#                                     TrainJobStatus gate on), and the whole suite; the cluster is deleted
+#                                     at the end, pass or fail
 #   hack/e2e-setup-kind.sh down       delete the cluster and its kubeconfig
 #
 # Steps of `up`:
@@ -16,14 +18,18 @@
 #   2. the binaries and images, cached by version (a second run builds nothing);
 #   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
 #      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
-#   4. `kind load` the manager, JobSet, workload, Prometheus and example images, and the stand-ins of the
-#      images upstream's e2e suite runs (test/e2e/upstream/README.md);
+#   4. `kind load` the manager (plain and with the example plugin), JobSet, workload, Prometheus and example
+#      images, and the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
-#   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users, with the
-#      TrainJobStatus feature gate on, as upstream's e2e set-up installs its own) or
+#   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
 #      INSTALL=kustomize (`kubectl apply --server-side -k` an overlay of config/default that sets only the
-#      image, then config/runtimes, as docs/install.md tells users);
+#      image, then config/runtimes, as docs/install.md tells users). The Helm install runs the manager image
+#      with the example third-party plugin installed (PLUGIN_IMAGE, test/plugins/example_plugin), enables it
+#      by name (manager.config.plugins.enabled) and turns the TrainJobStatus feature gate on
+#      (manager.config.featureGates, as upstream's e2e set-up installs its own), as docs/plugins.md and
+#      docs/status-server.md tell users; the kustomize
+#      install runs the plain manager image with the shipped Configuration;
 #   7. wait: JobSet's Pods Ready, our Deployment Available, our validating webhook answering through its
 #      Service (hack/e2e_paths.py wait-serving, the check the suite's fixture makes).
 #
@@ -166,7 +172,7 @@ k() { "$kubectl" "$@"; }
 
 # 4. Images into the node.
 # shellcheck disable=SC2086 # EXAMPLE_IMAGES is a list of names, split on purpose
-for image in "$TRAINER_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES; do
+for image in "$TRAINER_IMAGE" "$PLUGIN_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES; do
   "$kind" load docker-image "$image" --name "$name" >/dev/null
 done
 # One `kind load` for all of them: most share the Python base's layers, saved and imported once.
@@ -219,17 +225,18 @@ uninstall_trainer() {
 }
 
 install_trainer() {  # install_trainer helm|kustomize
-  local how=$1
-  local tag=${TRAINER_IMAGE##*:} repository=${TRAINER_IMAGE%:*}
-  say "installing the Trainer with $how (image $TRAINER_IMAGE, $replicas replicas)"
+  local how=$1 image=$TRAINER_IMAGE
+  if [[ $how == helm ]]; then image=$PLUGIN_IMAGE; fi
+  local tag=${image##*:} repository=${image%:*}
+  say "installing the Trainer with $how (image $image, $replicas replicas)"
   k create namespace "$manager_namespace" --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
   k label --overwrite namespace "$manager_namespace" pod-security.kubernetes.io/enforce=restricted \
     pod-security.kubernetes.io/warn=restricted app.kubernetes.io/part-of=kubeflow >/dev/null
   if [[ $how == helm ]]; then
     "$helm" upgrade --install "$release" "$repo/charts/kubeflow-trainer-py" --namespace "$manager_namespace" \
       --set image.repository="$repository" --set image.tag="$tag" --set manager.replicas="$replicas" \
-      --set runtimes.defaultEnabled=true --set manager.config.featureGates.TrainJobStatus=true \
-      --wait=false >/dev/null
+      --set runtimes.defaultEnabled=true --set 'manager.config.plugins.enabled={Example}' \
+      --set manager.config.featureGates.TrainJobStatus=true --wait=false >/dev/null
   else
     local overlay="$artifacts/trainer"
     mkdir -p "$overlay"
@@ -271,12 +278,14 @@ run_suite() {  # run_suite PYTEST-ARGS...
 }
 
 if [[ $action == ci ]]; then
-  # The kustomize install first, with one TrainJob on real Pods, then the Helm install for the whole suite.
+  # The kustomize install first, with one TrainJob on real Pods and one that shows no third-party plugin's
+  # effect (the plain image, the shipped Configuration), then the Helm install for the whole suite.
   uninstall_trainer
   install_trainer kustomize
   trap - ERR
-  say "the kustomize install: a TrainJob on real Pods"
-  run_suite -p no:cacheprovider -q -k "test_kind_allreduce_on_three_nodes" >&3 || { on_failure; exit 1; }
+  say "the kustomize install: a TrainJob on real Pods, and no plugin's effect"
+  run_suite -p no:cacheprovider -q -k "test_kind_allreduce_on_three_nodes or test_kind_example_plugin" >&3 ||
+    { on_failure; exit 1; }
   trap on_failure ERR
   uninstall_trainer
   install_trainer helm

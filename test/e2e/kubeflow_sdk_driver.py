@@ -22,8 +22,14 @@ public fields plus ``command`` for a runtime's trainer, enums as values, datetim
 - ``wait_for_job_status {name, status, timeout}``: polling every second;
 - ``train_custom {name, runtime, num_nodes}``: ``train`` with ``CustomTrainer(func=train_fn, num_nodes,
   resources_per_node={"cpu": 1})`` and the ``Name`` option; returns the TrainJob's name;
-- ``train_container {name, runtime, image, num_nodes}``: ``train`` with ``CustomTrainerContainer(image,
-  num_nodes)`` (the runtime's own command runs in ``image``) and the ``Name`` option;
+- ``train_container {name, runtime, image, num_nodes, env?}``: ``train`` with ``CustomTrainerContainer(image,
+  num_nodes, env)`` (the runtime's own command runs in ``image``; ``env`` a name-to-value object) and the
+  ``Name`` option;
+- ``get_trainer_status {name}``: the TrainJob's ``status.trainerStatus`` as the SDK's own client reads it,
+  or null. ``get_job`` drops it (its ``TrainJob`` type has no such field), so this takes the path
+  ``get_job`` takes, the backend's ``custom_api.get_namespaced_custom_object`` decoded into the SDK's API
+  model ``TrainerV1alpha1TrainJob`` (``kubeflow_trainer_api``), and answers that model's ``trainer_status``
+  by its wire names (``to_dict``; ``lastUpdatedTime`` in ISO 8601);
 - ``train_builtin {name, runtime}``: ``train`` with a ``BuiltinTrainer`` whose ``TorchTuneConfig`` asks for
   one epoch, batch size 2 and LoRA (rank 4 on q_proj and v_proj), one node.
 
@@ -50,7 +56,9 @@ from kubeflow.trainer import (
     TorchTuneConfig,
     TrainerClient,
 )
+from kubeflow.trainer.constants import constants
 from kubeflow.trainer.options import Name
+from kubeflow_trainer_api import models
 
 
 def train_fn() -> None:
@@ -82,6 +90,18 @@ def to_json(value: Any) -> Any:
     return value
 
 
+def trainer_status(client: TrainerClient, name: str) -> Any:
+    """``status.trainerStatus`` through the SDK's client and API model (see the module docstring)."""
+    backend = client.backend
+    raw = backend.custom_api.get_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, backend.namespace, constants.TRAINJOB_PLURAL, name
+    )
+    trainjob = models.TrainerV1alpha1TrainJob.from_dict(raw)
+    if trainjob is None or trainjob.status is None or trainjob.status.trainer_status is None:
+        return None
+    return to_json(trainjob.status.trainer_status.to_dict())
+
+
 def _calls(client: TrainerClient, args: dict[str, Any]) -> dict[str, Callable[[], Any]]:
     return {
         "list_runtimes": client.list_runtimes,
@@ -100,9 +120,12 @@ def _calls(client: TrainerClient, args: dict[str, Any]) -> dict[str, Callable[[]
         ),
         "train_container": lambda: client.train(
             runtime=args["runtime"],
-            trainer=CustomTrainerContainer(image=args["image"], num_nodes=args["num_nodes"]),
+            trainer=CustomTrainerContainer(
+                image=args["image"], num_nodes=args["num_nodes"], env=args.get("env")
+            ),
             options=[Name(args["name"])],
         ),
+        "get_trainer_status": lambda: trainer_status(client, args["name"]),
         "train_builtin": lambda: client.train(
             runtime=args["runtime"],
             trainer=BuiltinTrainer(

@@ -16,16 +16,27 @@ a ``BuiltinTrainer`` (TorchTune, LoRA) on ``torchtune-llama3.2-1b`` gets the Tor
 command in its JobSet.
 
 Not covered: ``get_runtime_packages`` (it prints the logs of a job that must run ``pip list``),
-``get_job_logs(follow=True)``, the in-pod ``update_trainjob_status``. The torchtune job never runs: its
-initializers wait for a PersistentVolumeClaim that nothing provisions on kwok. These are kwok only (the
-fixed logs and the pods' lifecycle are kwok's).
+``get_job_logs(follow=True)``. The torchtune job never runs: its initializers wait for a
+PersistentVolumeClaim that nothing provisions on kwok. These are kwok only (the fixed logs and the pods'
+lifecycle are kwok's).
 
-On kind (``hack/e2e-setup-kind.sh``, the installed manager, real Pods) one test instead: ``train`` with a
-``CustomTrainerContainer`` in the workload image on a namespaced Torch runtime that runs
-``test/e2e/workload/allreduce.py``; the two nodes rendezvous through the env and headless Service the
-controller set up, ``wait_for_job_status`` sees ``Complete``, and ``get_job_logs`` returns each rank's own
-line. (A ``CustomTrainer`` would need ``torchrun`` in the image, or ``python`` for a plain runtime: the
-command the SDK writes names them, and the workload image has only Debian's ``python3``.)
+On kind (``hack/e2e-setup-kind.sh``, the installed manager, real Pods) two tests instead:
+
+- ``train`` with a ``CustomTrainerContainer`` in the workload image on a namespaced Torch runtime that runs
+  ``test/e2e/workload/allreduce.py``; the two nodes rendezvous through the env and headless Service the
+  controller set up, ``wait_for_job_status`` sees ``Complete``, and ``get_job_logs`` returns each rank's own
+  line. (A ``CustomTrainer`` would need ``torchrun`` in the image, or ``python`` for a plain runtime: the
+  command the SDK writes names them, and the workload image has only Debian's ``python3``.)
+- Progress from a pod, with the ``TrainJobStatus`` gate the Helm install turns on (skipped on an install
+  without it, failed on the Helm install): the node runs ``test/e2e/workload/progress.py``, which reports
+  as the SDK's in-pod ``update_trainjob_status`` does, with the URL, token and CA the ``TrainJobStatus``
+  plugin injected (a standard-library stand-in: the SDK cannot be imported in the workload image).
+  ``status.trainerStatus``, absent at creation, holds the report, written by the status server's field
+  manager, and the SDK reads it back. ``get_job`` drops ``trainerStatus`` (its ``TrainJob`` has no such
+  field), so the driver's ``get_trainer_status`` reads it through the SDK's own client and API model. Then
+  a pod of a second TrainJob posts with its own token to the first one's URL (its token's audience is its
+  own TrainJob) and to its own URL without a token: both 403, the first TrainJob's status unchanged, while
+  the same pod's own report is accepted.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from controller.client.gvk import GVK
 from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import cluster_manager, install, kwok
+from support import e2e_paths as paths
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -627,3 +639,115 @@ def test_on_kind_the_sdk_trains_on_real_pods_that_rendezvous_and_reads_their_log
 
     assert kind_sdk.call(namespace, "delete_job", name=name) is None
     assert_gone(e2e_cluster, namespace, name, eventually)
+
+
+# Progress from a pod (test/e2e/workload/progress.py): what it reports, as the SDK's in-pod helper sends it.
+PROGRESS_REPORTED = {
+    "progressPercentage": 42,
+    "estimatedRemainingSeconds": 120,
+    "metrics": [{"name": "loss", "value": "0.125"}, {"name": "accuracy", "value": "0.95"}],
+}
+STATUS_FIELD_MANAGER = "trainer-status"
+"""The field manager of the status server's writes (controller/trainer/statusserver)."""
+
+
+def require_trainjob_status_gate(e2e_cluster: Any) -> None:
+    """Fail (the Helm install) or skip (another) unless the installed manager has the TrainJobStatus gate."""
+    client = Client.load(str(e2e_cluster.kubeconfig), user_agent="test_kubeflow_sdk")
+    try:
+        installed = paths.installed_manager(client)
+        on = paths.feature_gate_on(client, "TrainJobStatus")
+    finally:
+        client.close()
+    if on:
+        return
+    message = f"the installed manager ({installed.image}) runs without the TrainJobStatus feature gate"
+    if os.environ.get("E2E_INSTALL") == "helm":
+        pytest.fail(f"{message}, which hack/e2e-setup-kind.sh's Helm install turns on", pytrace=False)
+    pytest.skip(f"{message}: the Helm install of hack/e2e-setup-kind.sh turns it on")
+
+
+def wait_complete(sdk: SdkDriver, e2e_cluster: Any, namespace: str, name: str) -> dict[str, Any]:
+    try:
+        done: dict[str, Any] = sdk.call(
+            namespace, "wait_for_job_status", name=name, status=["Complete"], timeout=240, answer_within=300.0
+        )
+    except SdkCallError as exc:
+        pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
+        logs = {
+            p.metadata.name: e2e_cluster.core.read_namespaced_pod_log(p.metadata.name, namespace)
+            for p in pods.items
+            if p.status.phase in {"Succeeded", "Failed"}
+        }
+        pytest.fail(f"{exc}; logs of the ended pods: {logs}", pytrace=False)
+    return done
+
+
+def test_on_kind_a_pod_reports_progress_the_sdk_reads_and_another_trainjobs_pod_or_no_token_is_refused(
+    kind_sdk: SdkDriver, namespace: str, e2e_cluster: Any, eventually: Callable[..., Any]
+) -> None:
+    require_trainjob_status_gate(e2e_cluster)
+    image = os.environ.get("WORKLOAD_IMAGE", "")
+    assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
+    # One node runs progress.py, with only what the TrainJobStatus plugin gave it; a refused report fails
+    # the Pod at once (no restarts), so the TrainJob fails instead of completing.
+    runtime = allreduce.allreduce_runtime(
+        "sdk-progress",
+        "trainer-e2e/not-this-one:0",
+        command=["python3", "progress.py"],
+        num_nodes=1,
+        labels={"trainer.kubeflow.org/framework": "torch"},
+    )
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    job["template"]["spec"]["restartPolicy"] = "Never"
+    e2e_cluster.custom.create_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, namespace, "trainingruntimes", runtime
+    )
+
+    name = "sdk-progress"
+    train: dict[str, Any] = {"runtime": "sdk-progress", "image": image, "num_nodes": 1}
+    assert kind_sdk.call(namespace, "train_container", name=name, **train) == name
+    created = read_trainjob(e2e_cluster, namespace, name)
+    assert "trainerStatus" not in created.get("status", {}), created["status"]
+
+    done = wait_complete(kind_sdk, e2e_cluster, namespace, name)
+    assert [(s["name"], s["status"]) for s in done["steps"]] == [("node-0", "Succeeded")]
+    assert kind_sdk.call(namespace, "get_job_logs", name=name, step="node-0") == ["progress: report: 200"]
+
+    # status.trainerStatus changed, written by the status server (its field manager, on the subresource),
+    # and the SDK reads it back.
+    stored = read_trainjob(e2e_cluster, namespace, name)
+    status = stored["status"]["trainerStatus"]
+    assert {k: v for k, v in status.items() if k != "lastUpdatedTime"} == PROGRESS_REPORTED, status
+    writers = {
+        (m["manager"], m["operation"], m.get("subresource"))
+        for m in stored["metadata"]["managedFields"]
+        if "f:trainerStatus" in m.get("fieldsV1", {}).get("f:status", {})
+    }
+    assert writers == {(STATUS_FIELD_MANAGER, "Apply", "status")}, writers
+    read_back = kind_sdk.call(namespace, "get_trainer_status", name=name)
+    assert {k: v for k, v in read_back.items() if k != "lastUpdatedTime"} == PROGRESS_REPORTED, read_back
+    assert read_back["lastUpdatedTime"].replace("+00:00", "Z") == status["lastUpdatedTime"], read_back
+
+    # A pod of another TrainJob of the namespace (its token's audience is its own TrainJob) posts to this
+    # TrainJob's address, and without a token to its own: both refused; its own report, with its own token,
+    # is accepted (so the refusals are not a broken server's).
+    other = "sdk-progress-other"
+    assert (
+        kind_sdk.call(namespace, "train_container", name=other, env={"PROGRESS_REFUSALS": name}, **train)
+        == other
+    )
+    wait_complete(kind_sdk, e2e_cluster, namespace, other)
+    assert kind_sdk.call(namespace, "get_job_logs", name=other, step="node-0") == [
+        "progress: own: 200",
+        "progress: other: 403",
+        "progress: no-token: 403",
+    ]
+    assert read_trainjob(e2e_cluster, namespace, name)["status"]["trainerStatus"] == status
+    other_status = kind_sdk.call(namespace, "get_trainer_status", name=other)
+    assert {k: v for k, v in other_status.items() if k != "lastUpdatedTime"} == PROGRESS_REPORTED
+
+    for trainjob in (name, other):
+        assert kind_sdk.call(namespace, "delete_job", name=trainjob) is None
+        assert_gone(e2e_cluster, namespace, trainjob, eventually)

@@ -35,6 +35,7 @@ from runtime.api import constants
 from runtime.features import TRAIN_JOB_STATUS
 from support import e2e_paths as paths
 from support import thirdparty, upstream_e2e
+from support.kind_jobs import skip_unless_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE_TIMEOUT_S = 1200
@@ -43,8 +44,7 @@ SUITE_TIMEOUT_S = 1200
 
 @pytest.fixture(scope="module", autouse=True)
 def on_kind(e2e_cluster: Any) -> None:
-    if e2e_cluster.flavour != "kind":
-        pytest.skip("kind only: upstream's specs run real Pods (hack/e2e-setup-kind.sh)")
+    skip_unless_kind(e2e_cluster, "upstream's specs run real Pods")
 
 
 @pytest.fixture(scope="module")

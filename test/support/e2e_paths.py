@@ -17,6 +17,10 @@ its admission webhooks differ, and those differences live here and nowhere else:
   Deployment is Available and the validating webhook answers (:func:`wait_until_serving`).
 - **Its log.** kwok: ``<cache>/kwok/trainer/<name>/manager/manager.log``. kind: ``kubectl -n
   kubeflow-system logs deployment/kubeflow-trainer-controller-manager`` (:func:`manager_log_hint`).
+- **Its Configuration.** kwok: the file ``start_manager`` passes. kind: what the install put into the
+  ConfigMap ``kubeflow-trainer-config``; the Helm install of ``hack/e2e-setup-kind.sh`` enables the example
+  third-party plugin and the ``TrainJobStatus`` gate there, the kustomize install ships the defaults
+  (:func:`installed_manager` reads it, with the image the Deployment runs).
 
 Both paths check "serving" the same way: a TrainJob with ``numNodes: 0`` is valid for the CRD schema and
 refused by the validating webhook, so kube-apiserver's answer tells whether the webhook was reached (a denial
@@ -58,6 +62,9 @@ from support.process import ClusterError
 MANAGER_NAMESPACE = "kubeflow-system"
 MANAGER_NAME = "kubeflow-trainer-controller-manager"
 """The Deployment and the Service of an installed manager (``config/manager/``)."""
+CONFIG_MAP = "kubeflow-trainer-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+"""The ConfigMap of an installed manager's Configuration, and its key (mounted at ``/<key>``)."""
 
 CONFIG_MAP = "kubeflow-trainer-config"
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -65,7 +72,6 @@ CONFIG_KEY = "controller_manager_config.yaml"
 
 FLAVOURS = ("kwok", "kind")
 DEPLOYMENT_GVK = GVK("apps", "v1", "Deployment")
-CONFIG_MAP_GVK = GVK("", "v1", "ConfigMap")
 TRAINJOB_GVK = GVK(constants.GROUP, constants.VERSION, constants.TRAINJOB_KIND)
 
 
@@ -174,11 +180,17 @@ def feature_gate_on(client: Client, name: str) -> bool:
     shipped Configuration and no gates) every gate reads off. The Deployment passes no ``--feature-gates``.
     """
     try:
-        config_map = client.get(CONFIG_MAP_GVK, CONFIG_MAP, MANAGER_NAMESPACE)
+        configuration = _installed_configuration(client)
     except NotFound:
         return False
-    configuration = yaml.safe_load((config_map.get("data") or {}).get(CONFIG_KEY) or "") or {}
     return (configuration.get("featureGates") or {}).get(name) is True
+
+
+def _installed_configuration(client: Client) -> dict[str, Any]:
+    """The decoded Configuration of the ConfigMap ``kubeflow-trainer-config`` (NotFound when absent)."""
+    config_map = client.get(CONFIG_MAP_GVK, CONFIG_MAP, MANAGER_NAMESPACE)
+    configuration = yaml.safe_load((config_map.get("data") or {}).get(CONFIG_KEY) or "") or {}
+    return dict(configuration)
 
 
 def manager_log_hint(flavour: str, cluster_name: str = "") -> str:
@@ -186,6 +198,40 @@ def manager_log_hint(flavour: str, cluster_name: str = "") -> str:
     if flavour == "kind":
         return f"kubectl -n {MANAGER_NAMESPACE} logs deployment/{MANAGER_NAME}"
     return str(kwok.own_dir(cluster_name or kwok.DEFAULT_NAME) / "manager" / "manager.log")
+
+
+# ------------------------------------------------------------------------------------ the installed manager
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstalledManager:
+    """What an installed manager (kind) runs: its image and its Configuration as the install wrote it."""
+
+    image: str
+    """The manager container's image in the Deployment."""
+    configuration: dict[str, Any]
+    """The decoded ``controller_manager_config.yaml`` of the ConfigMap ``kubeflow-trainer-config``."""
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """``plugins.enabled``: the third-party plugins it runs, by entry-point name."""
+        return tuple((self.configuration.get("plugins") or {}).get("enabled") or ())
+
+
+CONFIG_MAP_GVK = GVK("", "v1", "ConfigMap")
+
+
+def installed_manager(client: Client) -> InstalledManager:
+    """The image and Configuration of the manager installed in ``kubeflow-system`` (kind's Helm or kustomize
+    install). Raises :class:`ManagerUnavailable` when the Deployment or its ConfigMap is missing."""
+    try:
+        deployment = client.get(DEPLOYMENT_GVK, MANAGER_NAME, MANAGER_NAMESPACE)
+        configuration = _installed_configuration(client)
+    except NotFound as exc:
+        raise ManagerUnavailable(f"no installed manager in {MANAGER_NAMESPACE}: {exc}") from exc
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    (manager,) = [c for c in containers if c["name"] == "manager"]
+    return InstalledManager(image=manager["image"], configuration=configuration)
 
 
 # ------------------------------------------------------------------------------------ the manager, per path
