@@ -117,6 +117,20 @@ PROBES: list[Probe] = [
         f"{TRAINER}/clustertrainingruntimes",
     ),
     Probe(
+        "TrainingRuntime live read (the TrainJob webhook's cache miss on a runtime applied just before)",
+        (("trainer.kubeflow.org", "trainingruntimes", "get"),),
+        "GET",
+        f"{TRAINER}/namespaces/{USER_NS}/trainingruntimes/{MISSING}",
+        ok=(404,),
+    ),
+    Probe(
+        "ClusterTrainingRuntime live read (the TrainJob webhook's cache miss)",
+        (("trainer.kubeflow.org", "clustertrainingruntimes", "get"),),
+        "GET",
+        f"{TRAINER}/clustertrainingruntimes/{MISSING}",
+        ok=(404,),
+    ),
+    Probe(
         "TrainingRuntime legacy finalizer removal",
         (("trainer.kubeflow.org", "trainingruntimes", "patch"),),
         "PATCH",
