@@ -262,8 +262,10 @@ def test_run_launcher_as_node_counts_the_launcher_as_one_of_the_nodes(make: Any)
         ("node", True, 5, {"launcher": 1, "node": 4}),
         ("node", False, None, {"launcher": 1, "node": 3}),
         ("node", False, 5, {"launcher": 1, "node": 5}),
-        # Neither: only numNodes sizes node.
+        # Neither: every job keeps its parallelism (1); only numNodes sizes node.
         (None, True, None, {"launcher": 1, "node": 1}),
+        (None, True, 5, {"launcher": 1, "node": 4}),
+        (None, False, None, {"launcher": 1, "node": 1}),
         (None, False, 5, {"launcher": 1, "node": 5}),
     ],
 )
