@@ -6,8 +6,9 @@ leader election on). Each test creates TrainJobs as a user would and reads the w
 client: the JobSets the manager applied run on the kwok nodes, and the TrainJob status the manager wrote
 follows them.
 
-Covered: the default ClusterTrainingRuntimes torch-distributed, deepspeed-distributed (MPI: SSH Secret,
-hostfile ConfigMap, launcher and node jobs), jax-distributed and xgboost-distributed run to Complete; a
+Covered: the default ClusterTrainingRuntimes torch-distributed, deepspeed-distributed, jax-distributed and
+xgboost-distributed run to Complete; the MPI plugin's SSH Secret and hostfile ConfigMap, and the launcher and
+node jobs, on a runtime of deepspeed-distributed's shape; a
 namespaced TrainingRuntime with CoScheduling gets its scheduler-plugins PodGroup (the default scheduler places
 the pods, the PodGroup only has to be right); a failing pod makes the TrainJob Failed with the JobSet's
 reason; a running TrainJob counts active jobs, and deleting it garbage-collects everything it owned.
@@ -15,7 +16,7 @@ reason; a running TrainJob counts active jobs, and deleting it garbage-collects 
 The scenarios mirror upstream's e2e suite (kubeflow/trainer ``test/e2e/e2e_test.go``: the "PyTorch",
 "DeepSpeed", "JAX" and "XGBoost" TrainJobs, active then Complete). The default runtimes, the MPI objects and
 CoScheduling are kwok only (``kwok_only``: the shipped runtimes' images are not in the kind cluster, and their
-pods' timed lifecycle is kwok's stages). The failure and the collection run on both paths
+pods' timed lifecycle is kwok's stages). The MPI objects, the failure and the collection run on both paths
 (``support.e2e_paths``: the host manager on kwok, the installed Deployment on kind), on a namespaced runtime
 of ``support.e2e_trainjobs.workload_runtime``: on kwok its pods are played by the stages, on kind they run
 the workload image, whose container exits with the fail annotation's code or sleeps for the run-time
@@ -140,12 +141,14 @@ def test_a_trainjob_on_a_default_runtime_runs_to_complete(
     eventually(all_counted, timeout=30)
 
 
-@kwok_only
 def test_mpi_objects_carry_the_key_pair_and_a_hostfile_naming_every_node(
-    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+    e2e_cluster: Any, client: Client, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
+    # The shipped DeepSpeed runtime's shape (the launcher a node, labelled trainer), its pods the workload's.
+    client.apply(workload_runtime(namespace, workload_image, mpi=True), "e2e", force=True)
     name = "mpi"
-    install.create_trainjob(client, trainjob(name, "deepspeed-distributed", num_nodes=3), namespace)
+    job = trainjob(name, "workload", kind=constants.TRAINING_RUNTIME_KIND, num_nodes=3)
+    install.create_trainjob(client, job, namespace)
 
     secret = eventually(
         lambda: e2e_cluster.core.read_namespaced_secret(f"{name}-mpi-ssh-auth", namespace),
