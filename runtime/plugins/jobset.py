@@ -31,6 +31,9 @@ What it does, by phase:
 - ComponentBuilder: the JobSet `jobset.x-k8s.io/v1alpha2`, rendered from Info (template, then initializer
   and trainer overrides, scheduler pod labels/annotations, `suspend`, owner reference). Not rendered when
   the JobSet exists and neither it nor the TrainJob is suspended: a running JobSet is never re-applied.
+  Re-applied to an existing JobSet, it carries the `volumeClaimPolicies` that JobSet stores (immutable,
+  with the default JobSet's webhook adds on create), where upstream re-applies the runtime's and JobSet
+  refuses the resume.
   Upstream's copy of PodSets back into the template (and its "runtime template has N replicatedJobs but
   runtime info has M podSets" error) has no counterpart: PodSets are the template.
 - TrainJobStatus: the JobSet's `Completed`/`Failed` conditions become the TrainJob's `Complete`/`Failed`;
@@ -374,6 +377,19 @@ def _as_go_writes_it(spec: dict[str, Any], runtime_template: Mapping[str, Any]) 
     return written
 
 
+def _keep_volume_claim_policies(jobset: dict[str, Any], existing: Mapping[str, Any]) -> None:
+    """Apply an existing JobSet's `spec.volumeClaimPolicies` as it stores them.
+
+    The field is immutable (`self == oldSelf`), and JobSet's mutating webhook adds each policy's default
+    `retentionPolicy` on create only. The runtime's policies as written lack that default, so a JobSet
+    re-applied from them (on suspend or resume, as Kueue does to every TrainJob it admits) is refused with
+    `spec.volumeClaimPolicies: Invalid value: Value is immutable`. Upstream v2.3.0 re-applies them as written.
+    """
+    stored = as_dict(existing.get("spec")).get("volumeClaimPolicies")
+    if stored is not None and "volumeClaimPolicies" in jobset["spec"]:
+        jobset["spec"]["volumeClaimPolicies"] = copy_json(stored)
+
+
 def render_jobset(info: Info, trainjob: TrainJob) -> dict[str, Any]:
     """The JobSet apply body for the TrainJob, rendered from `info` (which it does not modify)."""
     view = TrainJobView(trainjob)
@@ -630,7 +646,10 @@ class JobSet(CustomValidation, WatchExtension, PodNetwork, ComponentBuilder, Tra
             and as_dict(existing.get("spec")).get("suspend") is not True
         ):
             return []  # never re-apply a running JobSet: its pods keep the template they started with
-        return [render_jobset(info, trainjob)]  # its size was checked in the PodNetwork phase
+        jobset = render_jobset(info, trainjob)  # its size was checked in the PodNetwork phase
+        if existing is not None:
+            _keep_volume_claim_policies(jobset, existing)
+        return [jobset]
 
     # TrainJobStatus ---------------------------------------------------------------------------------------
 

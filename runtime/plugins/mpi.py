@@ -11,11 +11,13 @@ CustomValidation:
 - `spec.trainer.env` must not set the four `OMPI_MCA_*` variables the plugin owns.
 
 EnforceMLPolicy:
-1. Counts. N = `spec.trainer.numNodes`, else `mlPolicy.numNodes` when the launcher or the node job carries
-   the trainer ancestor label. The `node` PodSet gets N, or N - 1 (at least 1) with `runLauncherAsNode`,
-   since the launcher is then one of the N hosts. A `launcher` PodSet labelled ancestor `trainer` always runs
-   one pod (upstream gives it `mlPolicy.numNodes` pods, and left `node` alone unless the TrainJob set
-   `numNodes`).
+1. Counts, exactly as upstream v2.3.0: only when the TrainJob sets `spec.trainer.numNodes` (N) does the
+   `node` PodSet change, to N, or N - 1 (at least 1) with `runLauncherAsNode`, since the launcher is then
+   one of the N hosts. Every other count stays as `runtime.info.build_info` set it: `mlPolicy.numNodes`
+   for a job labelled ancestor `trainer` (the `launcher` of the shipped MPI runtimes, so a runtime with
+   `mlPolicy.numNodes` 3 runs three launcher pods), else the job's `parallelism`. Kueue sizes a TrainJob's
+   Workload by running upstream's Go code on it, so any other count here would make its quota disagree
+   with the pods (docs/compatibility.md, "Kueue").
 2. Slots per host: `spec.trainer.numProcPerNode` if set, else the policy's; a policy value of 1 becomes the
    GPU count when that is above 1 (`resourcesPerNode`, else the runtime's `node` container; above
    `runtime.buildable.MAX_INT32` an `UnbuildableError` naming the GPU resource). The result is written back
@@ -305,20 +307,11 @@ class MPI(CustomValidation, EnforceMLPolicy, PodNetwork, WatchExtension, Compone
 
     @staticmethod
     def _set_counts(info: Info, trainer: Mapping[str, Any], run_launcher_as_node: bool) -> None:
-        launcher = info.find_pod_set(constants.LAUNCHER)
+        num_nodes = trainer.get("numNodes")
         node = info.find_pod_set(constants.NODE)
-        if launcher is not None and launcher.ancestor == constants.ANCESTOR_TRAINER:
-            launcher.count = 1  # one mpirun; upstream gives it mlPolicy.numNodes pods
-        if node is None:
+        if num_nodes is None or node is None:
             return
-        num_nodes: int | None = None
-        if trainer.get("numNodes") is not None:
-            num_nodes = int(trainer["numNodes"])
-        elif constants.ANCESTOR_TRAINER in (node.ancestor, launcher.ancestor if launcher else None):
-            num_nodes = info.ml.num_nodes
-        if num_nodes is None:
-            return
-        node.count = max(num_nodes - 1, 1) if run_launcher_as_node else num_nodes
+        node.count = max(int(num_nodes) - 1, 1) if run_launcher_as_node else int(num_nodes)
 
     @staticmethod
     def _ssh_auth_volume(trainjob_name: str) -> dict[str, Any]:

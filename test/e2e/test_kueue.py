@@ -16,6 +16,12 @@ Covered, as Kueue's own e2e suite does for TrainJobs (kueue ``test/e2e/singleclu
   (running for an hour) holds it; once the first is deleted the second is admitted and runs to Complete;
 - what Kueue writes at admission, the runtime patch of manager ``kueue.x-k8s.io/manager`` with the flavor's
   node selector and toleration, reaches the JobSet and the pods, which land on the only node they tolerate;
+- Kueue's view equals what the controller creates: one TrainJob per shipped runtime and per MPI variant
+  (the trainer ancestor label on the launcher or the node job, ``runLauncherAsNode`` both ways, with and
+  without ``spec.trainer.numNodes``), all queued at once under a ClusterQueue with room for all; once each is
+  Complete, its Workload's PodSets (count and per-pod requests) and what Kueue charged at admission equal
+  the pods its JobSet made, per replicated job. A torchtune runtime's claim gets a PersistentVolume bound
+  ahead, since nothing provisions volumes here;
 - a TrainJob with ``spec.managedBy: kueue.x-k8s.io/multikueue`` is left alone by this controller. Kueue
   v0.17 without a MultiKueue AdmissionCheck on the ClusterQueue simply admits it and unsuspends it in
   place; this controller still creates nothing for it and writes no status.
@@ -29,7 +35,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +50,7 @@ from controller.client.errors import NotFound
 from controller.client.gvk import GVK
 from runtime.api import constants
 from runtime.api.views import TrainJobView
+from runtime.resources import Quantity, add_resource_lists, format_resource_list, pod_requests
 from support import e2e_paths as paths
 from support import install, kwok
 from support.kueue import (
@@ -164,26 +173,31 @@ def cluster_queue(client: Client, kueue: Any, reserved_node: str) -> Iterator[st
             ],
         },
     }
+    with queue_for_module(client, flavor, queue):
+        yield CLUSTER_QUEUE
+
+
+@contextlib.contextmanager
+def queue_for_module(client: Client, flavor: Mapping[str, Any], queue: Mapping[str, Any]) -> Iterator[None]:
+    """The ResourceFlavor and ClusterQueue applied, the queue Active; both deleted afterwards, while Kueue
+    still runs (each carries its resource-in-use finalizer, let go once the test namespaces' Workloads are
+    gone)."""
     client.apply(flavor, "e2e", force=True)
     client.apply(queue, "e2e", force=True)
+    name = queue["metadata"]["name"]
 
     def active() -> None:
-        assert condition(client.get(CLUSTER_QUEUE_GVK, CLUSTER_QUEUE), "Active")["status"] == "True"
+        assert condition(client.get(CLUSTER_QUEUE_GVK, name), "Active")["status"] == "True"
 
     envtest.eventually(active, timeout=30, interval=0.25)
     try:
-        yield CLUSTER_QUEUE
+        yield
     finally:
-        # The test namespaces are being deleted; their Workloads go, Kueue lets go of the queue, then of the
-        # flavor (each carries Kueue's resource-in-use finalizer).
-        for gvk, name in (
-            (CLUSTER_QUEUE_GVK, CLUSTER_QUEUE),
-            (RESOURCE_FLAVOR_GVK, RESOURCE_FLAVOR),
-        ):
+        for gvk, obj in ((CLUSTER_QUEUE_GVK, queue), (RESOURCE_FLAVOR_GVK, flavor)):
             with contextlib.suppress(NotFound):
-                client.delete(gvk, name)
+                client.delete(gvk, obj["metadata"]["name"])
 
-            def gone(gvk: GVK = gvk, name: str = name) -> None:
+            def gone(gvk: GVK = gvk, name: str = obj["metadata"]["name"]) -> None:
                 with contextlib.suppress(NotFound):
                     found = client.get(gvk, name)
                     raise AssertionError(f"{gvk.kind} {name} is still there: {found['metadata']}")
@@ -197,13 +211,13 @@ pytestmark = pytest.mark.usefixtures("kueue", "manager")
 # ------------------------------------------------------------------------------------------------- helpers
 
 
-def local_queue(client: Client, namespace: str) -> None:
+def local_queue(client: Client, namespace: str, cluster_queue: str = CLUSTER_QUEUE) -> None:
     client.create(
         {
             "apiVersion": KUEUE_API_VERSION,
             "kind": "LocalQueue",
             "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
-            "spec": {"clusterQueue": CLUSTER_QUEUE},
+            "spec": {"clusterQueue": cluster_queue},
         }
     )
 
@@ -451,3 +465,317 @@ def test_a_trainjob_managed_by_multikueue_is_left_alone_by_the_trainer_controlle
     assert stored["spec"]["suspend"] is False and not stored.get("status")
     assert not [m for m in stored["metadata"].get("managedFields") or () if m.get("subresource") == "status"]
     assert not pods_of(client, namespace, "remote")
+
+
+# ------------------------------------------------------------------- Kueue's PodSets equal the created pods
+
+PODSETS_FLAVOR = "kueue-e2e-podsets"
+PODSETS_QUEUE = "kueue-e2e-podsets"
+PODSETS_QUOTA = {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": "1000"}
+"""Every resource the cases' pods request, with room for all of them at once."""
+PV_GVK = GVK("", "v1", "PersistentVolume")
+PVC_GVK = GVK("", "v1", "PersistentVolumeClaim")
+EVENT_GVK = GVK("", "v1", "Event")
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+SMALL = {"requests": {"cpu": "100m", "memory": "32Mi"}}
+PER_NODE = {"requests": {"cpu": "200m", "memory": "64Mi"}}
+"""``spec.trainer.resourcesPerNode`` of the cases that set one. It names every resource the runtime's own
+requests name: Kueue v0.17.0 is built against Trainer v2.2.0, which replaces the runtime's resources with
+``resourcesPerNode`` where v2.3.0 (and this port) merges them (docs/compatibility.md, "Kueue")."""
+
+
+def _mpi_variant(ancestor: str, run_launcher_as_node: bool) -> dict[str, Any]:
+    """A TrainingRuntime of the MPI shape with ``mlPolicy.numNodes`` 3 and the trainer ancestor label on the
+    ``ancestor`` job: the shipped deepspeed/mlx runtimes put it on the launcher, upstream's e2e runtimes on
+    the node job; each has its own pod count rule upstream (``trainingruntime.go`` and ``mpi.go``)."""
+
+    def job(name: str, **extra: Any) -> dict[str, Any]:
+        container = {"name": "node", "image": "example.com/mpi:1", "resources": SMALL}
+        template: dict[str, Any] = {"spec": {"template": {"spec": {"containers": [container]}}}}
+        if name == ancestor:
+            template["metadata"] = {"labels": {constants.LABEL_TRAINJOB_ANCESTOR: constants.ANCESTOR_TRAINER}}
+        return {"name": name, "template": template, **extra}
+
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.TRAINING_RUNTIME_KIND,
+        "metadata": {"name": f"mpi-{ancestor}-{'as-node' if run_launcher_as_node else 'apart'}"},
+        "spec": {
+            "mlPolicy": {
+                "numNodes": 3,
+                "mpi": {
+                    "numProcPerNode": 1,
+                    "mpiImplementation": "OpenMPI",
+                    "sshAuthMountPath": "/home/mpiuser/.ssh",
+                    "runLauncherAsNode": run_launcher_as_node,
+                },
+            },
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        job(constants.NODE),
+                        job(constants.LAUNCHER, dependsOn=[{"name": constants.NODE, "status": "Ready"}]),
+                    ]
+                }
+            },
+        },
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodSetCase:
+    name: str
+    runtime: str
+    kind: str = constants.CLUSTER_TRAINING_RUNTIME_KIND
+    trainer: Mapping[str, Any] | None = None
+    pods: Mapping[str, int] | None = None
+    """Pods per replicated job by upstream v2.3.0's rules, where the case is about them."""
+
+
+_SHIPPED_RUNTIMES = sorted(
+    d["metadata"]["name"]
+    for d in install.read_manifests(install.TRAINER_RUNTIMES_DIR, [constants.CLUSTER_TRAINING_RUNTIME_KIND])
+)
+_MPI_SHAPES = [(a, n) for a in (constants.LAUNCHER, constants.NODE) for n in (True, False)]
+MPI_VARIANTS = [_mpi_variant(ancestor, as_node) for ancestor, as_node in _MPI_SHAPES]
+
+
+def _shipped_case(runtime: str) -> PodSetCase:
+    """Two nodes with resources of the TrainJob's (three for MPI: the launcher is one of them); torchtune
+    as its runtime stands (one node, its GPU limit)."""
+    name = runtime.replace(".", "-")  # a TrainJob's name is a DNS label
+    if runtime.startswith("torchtune-"):
+        return PodSetCase(name=name, runtime=runtime)
+    if runtime in ("deepspeed-distributed", "mlx-distributed"):  # their launcher is labelled trainer
+        return PodSetCase(
+            name=name,
+            runtime=runtime,
+            trainer={"numNodes": 3, "resourcesPerNode": PER_NODE},
+            pods={constants.LAUNCHER: 1, constants.NODE: 2},
+        )
+    return PodSetCase(name=name, runtime=runtime, trainer={"numNodes": 2, "resourcesPerNode": PER_NODE})
+
+
+def _mpi_case(ancestor: str, as_node: bool, num_nodes: int | None) -> PodSetCase:
+    """Upstream: a job labelled ancestor trainer starts at mlPolicy.numNodes (3) pods, any other at its
+    parallelism (1); only spec.trainer.numNodes moves a count, and only node's (less the launcher when it
+    is a node)."""
+    runtime = _mpi_variant(ancestor, as_node)["metadata"]["name"]
+    if num_nodes is None:
+        node = 3 if ancestor == constants.NODE else 1
+    else:
+        node = num_nodes - 1 if as_node else num_nodes
+    return PodSetCase(
+        name=f"{runtime}-{num_nodes or 'default'}",
+        runtime=runtime,
+        kind=constants.TRAINING_RUNTIME_KIND,
+        trainer={"numNodes": num_nodes, "resourcesPerNode": PER_NODE} if num_nodes else None,
+        pods={constants.LAUNCHER: 3 if ancestor == constants.LAUNCHER else 1, constants.NODE: node},
+    )
+
+
+PODSET_CASES = [
+    *(_shipped_case(r) for r in _SHIPPED_RUNTIMES),
+    *(_mpi_case(a, n, num_nodes) for a, n in _MPI_SHAPES for num_nodes in (None, 4)),
+]
+
+
+@pytest.fixture(scope="module")
+def podsets_queue(client: Client, kueue: Any) -> Iterator[str]:
+    """A flavor without node labels and a ClusterQueue with ample quota of every resource the cases request,
+    so that every case is admitted at once. Deleted after the module, while Kueue runs."""
+    flavor = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": PODSETS_FLAVOR},
+    }
+    queue = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": PODSETS_QUEUE},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": list(PODSETS_QUOTA),
+                    "flavors": [
+                        {
+                            "name": PODSETS_FLAVOR,
+                            "resources": [{"name": r, "nominalQuota": q} for r, q in PODSETS_QUOTA.items()],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    with queue_for_module(client, flavor, queue):
+        yield PODSETS_QUEUE
+
+
+def initializer_volume(name: str, namespace: str, trainjob_name: str) -> dict[str, Any]:
+    """A hostPath PersistentVolume bound ahead to the claim JobSet makes from a torchtune runtime's
+    ``volumeClaimPolicies`` (``initializer-<jobset>``): nothing provisions volumes here, and without it the
+    initializers never start, so the ``node`` job, which waits for them, is never created."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "20Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": f"/tmp/{name}"},
+            "claimRef": {"namespace": namespace, "name": f"initializer-{trainjob_name}"},
+        },
+    }
+
+
+def progress(client: Client, namespace: str, names: Sequence[str]) -> str:
+    """Where these TrainJobs stand: their conditions and Warning events, their Workloads' conditions, their
+    pods' phases and their claims' (a torchtune runtime's initializers wait for theirs)."""
+
+    def conditions(obj: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        return [
+            (c["type"], c["status"], c.get("reason", ""))
+            for c in (obj.get("status") or {}).get("conditions") or ()
+        ]
+
+    out = []
+    for name in names:
+        stored = get_trainjob(client, namespace, name)
+        uid = stored["metadata"]["uid"]
+        workloads = [
+            conditions(w)
+            for w in client.list(WORKLOAD_GVK, namespace).items
+            if any(r["uid"] == uid for r in w["metadata"].get("ownerReferences") or ())
+        ]
+        warnings = [
+            f"{e.get('reason')}: {e.get('message')}"
+            for e in client.list(EVENT_GVK, namespace, field_selector=f"involvedObject.uid={uid}").items
+            if e.get("type") == "Warning"
+        ]
+        pods = Counter(
+            (p["metadata"]["labels"].get(REPLICATED_JOB_LABEL), p["status"].get("phase"))
+            for p in pods_of(client, namespace, name)
+        )
+        claims = [
+            (c["metadata"]["name"], (c.get("status") or {}).get("phase"))
+            for c in client.list(PVC_GVK, namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+        ]
+        out.append(
+            f"{name}: conditions {conditions(stored)}, warnings {warnings}, Workloads {workloads}, "
+            f"pods {dict(pods)}, claims {claims}"
+        )
+    return "; ".join(out)
+
+
+def pod_set_requests(pod_spec: Mapping[str, Any]) -> dict[str, Quantity]:
+    """What one pod of this spec requests, a container's limits standing in for the requests it does not
+    name (the API server's defaulting of a pod, which Kueue applies to the PodSets it counts)."""
+    defaulted = dict(pod_spec)
+    for field in ("containers", "initContainers"):
+        containers = []
+        for container in pod_spec.get(field) or ():
+            resources = container.get("resources") or {}
+            requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+            containers.append({**container, "resources": {**resources, "requests": requests}})
+        defaulted[field] = containers
+    return pod_requests(defaulted)
+
+
+def disagreements(
+    case: PodSetCase, workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Where Kueue's Workload and the pods differ: the pods per PodSet (and upstream's count, where the
+    case names it), each pod's requests against its PodSet's, and what Kueue charged to the quota at
+    admission against the sum of the pods' requests."""
+    by_job: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        by_job.setdefault(pod["metadata"]["labels"][REPLICATED_JOB_LABEL], []).append(pod)
+    created = {job: len(job_pods) for job, job_pods in sorted(by_job.items())}
+    counted = {p["name"]: p["count"] for p in sorted(workload["spec"]["podSets"], key=lambda p: p["name"])}
+    problems = []
+    if counted != created:
+        problems.append(f"{case.name}: Kueue counts {counted}, the JobSet made {created}")
+    if case.pods is not None and created != dict(sorted(case.pods.items())):
+        problems.append(f"{case.name}: pods {created}, upstream's rule gives {dict(case.pods)}")
+    for pod_set in workload["spec"]["podSets"]:
+        sized = pod_set_requests(pod_set["template"]["spec"])
+        for pod in by_job.get(pod_set["name"], ()):
+            requested = pod_requests(pod["spec"])
+            if requested != sized:
+                problems.append(
+                    f"{case.name}: pod {pod['metadata']['name']} requests {format_resource_list(requested)}, "
+                    f"its PodSet {format_resource_list(sized)}"
+                )
+    for assignment in workload["status"]["admission"]["podSetAssignments"]:
+        charged = {
+            r: Quantity.parse(q)
+            for r, q in (assignment.get("resourceUsage") or {}).items()
+            if r in PODSETS_QUOTA
+        }
+        used: dict[str, Quantity] = {}
+        for pod in by_job.get(assignment["name"], ()):
+            add_resource_lists(
+                used, {r: q for r, q in pod_requests(pod["spec"]).items() if r in PODSETS_QUOTA}
+            )
+        if _nonzero(charged) != _nonzero(used):
+            problems.append(
+                f"{case.name}: Kueue charged {assignment['name']} {format_resource_list(charged)}, "
+                f"its pods request {format_resource_list(used)}"
+            )
+    return problems
+
+
+def _nonzero(resources: Mapping[str, Quantity]) -> dict[str, Quantity]:
+    return {r: q for r, q in resources.items() if not q.is_zero()}
+
+
+def test_kueues_podsets_count_and_size_the_pods_the_jobset_creates(
+    client: Client, namespace: str, podsets_queue: str, eventually: Callable[..., Any]
+) -> None:
+    # Kueue sizes a TrainJob's Workload by running upstream's Go runtime framework on it (its trainjob
+    # integration); the quota it charges is only right if our controller's JobSet makes exactly those pods.
+    local_queue(client, namespace, podsets_queue)
+    for variant in MPI_VARIANTS:
+        client.create({**variant, "metadata": {**variant["metadata"], "namespace": namespace}})
+    volumes = []
+    try:
+        for case in PODSET_CASES:
+            if case.runtime.startswith("torchtune-"):
+                volumes.append(f"{namespace}-{case.name}")
+                client.create(initializer_volume(volumes[-1], namespace, case.name))
+            spec: dict[str, Any] = {"runtimeRef": {"name": case.runtime, "kind": case.kind}}
+            if case.trainer is not None:
+                spec["trainer"] = dict(case.trainer)
+            manifest = {
+                "apiVersion": constants.API_VERSION,
+                "kind": constants.TRAINJOB_KIND,
+                "metadata": {"name": case.name, "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
+                "spec": spec,
+            }
+            install.create_trainjob(client, manifest, namespace)
+
+        # Once Complete, every pod its JobSet will ever make exists (the pods of a finished Job stay).
+        def all_complete() -> list[dict[str, Any]]:
+            stored = [get_trainjob(client, namespace, c.name) for c in PODSET_CASES]
+            pending = [t["metadata"]["name"] for t in stored if not TrainJobView(t).is_complete]
+            assert not pending, (
+                f"TrainJobs not Complete yet: {pending}; {progress(client, namespace, pending)}"
+            )
+            return stored
+
+        stored = eventually(all_complete, timeout=180)
+        problems = [
+            problem
+            for case, trainjob_obj in zip(PODSET_CASES, stored, strict=True)
+            for problem in disagreements(
+                case, workload_of(client, trainjob_obj), pods_of(client, namespace, case.name)
+            )
+        ]
+        assert not problems, "\n".join(problems)
+    finally:
+        for volume in volumes:
+            with contextlib.suppress(NotFound):
+                client.delete(PV_GVK, volume)

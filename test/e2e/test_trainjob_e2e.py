@@ -6,18 +6,22 @@ leader election on). Each test creates TrainJobs as a user would and reads the w
 client: the JobSets the manager applied run on the kwok nodes, and the TrainJob status the manager wrote
 follows them.
 
-Covered: the default ClusterTrainingRuntimes torch-distributed, deepspeed-distributed (MPI: SSH Secret,
-hostfile ConfigMap, launcher and node jobs), jax-distributed and xgboost-distributed run to Complete; a
+Covered: the default ClusterTrainingRuntimes torch-distributed, deepspeed-distributed, jax-distributed and
+xgboost-distributed run to Complete; the MPI plugin's SSH Secret and hostfile ConfigMap, and the launcher and
+node jobs, on a runtime of deepspeed-distributed's shape; a
 namespaced TrainingRuntime with CoScheduling gets its scheduler-plugins PodGroup (the default scheduler places
-the pods, the PodGroup only has to be right); a pod failed through a runtime patch that labels it for kwok's
-fail stage makes the TrainJob Failed with the JobSet's reason; a running TrainJob counts active jobs, and
-deleting it garbage-collects everything it owned.
+the pods, the PodGroup only has to be right); a failing pod makes the TrainJob Failed with the JobSet's
+reason; a running TrainJob counts active jobs, and deleting it garbage-collects everything it owned.
 
 The scenarios mirror upstream's e2e suite (kubeflow/trainer ``test/e2e/e2e_test.go``: the "PyTorch",
-"DeepSpeed", "JAX" and "XGBoost" TrainJobs, active then Complete) on kwok instead of kind. Those are kwok
-only (``kwok_only``: the fail label and the pods' timed lifecycle are kwok stages). On either path
-(``support.e2e_paths``: the host manager on kwok, the installed Deployment on kind) a suspended TrainJob gets
-its snapshot and suspended JobSet, and kube-apiserver reaches the validating webhook.
+"DeepSpeed", "JAX" and "XGBoost" TrainJobs, active then Complete). The default runtimes, the MPI objects and
+CoScheduling are kwok only (``kwok_only``: the shipped runtimes' images are not in the kind cluster, and their
+pods' timed lifecycle is kwok's stages). The MPI objects, the failure and the collection run on both paths
+(``support.e2e_paths``: the host manager on kwok, the installed Deployment on kind), on a namespaced runtime
+of ``support.e2e_trainjobs.workload_runtime``: on kwok its pods are played by the stages, on kind they run
+the workload image, whose container exits with the fail annotation's code or sleeps for the run-time
+annotation. On either path too, a suspended TrainJob gets its snapshot and suspended JobSet, and
+kube-apiserver reaches the validating webhook.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from support.e2e_trainjobs import (
     run_for_an_hour_patch,
     trainjob,
     true_condition,
+    workload_runtime,
 )
 
 # The module fixtures, registered here under their names (test_trainjob_lifecycle_e2e.py does the same).
@@ -59,9 +64,19 @@ client = e2e_trainjobs.client
 trainer_api = e2e_trainjobs.trainer_api  # `manager` asks for it by name
 manager = e2e_trainjobs.manager
 kwok_stages = e2e_trainjobs.kwok_stages
+workload_image = e2e_trainjobs.workload_image
 
 pytestmark = pytest.mark.usefixtures("manager")
 kwok_only = pytest.mark.usefixtures("kwok_stages")
+
+
+def status_server_objects(client: Client, name: str) -> set[tuple[str, str]]:
+    """What the TrainJobStatus plugin owns besides: a ConfigMap with the status server's CA for the pods,
+    when the gate is on (the Helm install of hack/e2e-setup-kind.sh turns it on, as upstream's e2e set-up
+    does)."""
+    if paths.feature_gate_on(client, TRAIN_JOB_STATUS):
+        return {("ConfigMap", f"{name}-tls-config")}
+    return set()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,12 +141,14 @@ def test_a_trainjob_on_a_default_runtime_runs_to_complete(
     eventually(all_counted, timeout=30)
 
 
-@kwok_only
 def test_mpi_objects_carry_the_key_pair_and_a_hostfile_naming_every_node(
-    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+    e2e_cluster: Any, client: Client, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
+    # The shipped DeepSpeed runtime's shape (the launcher a node, labelled trainer), its pods the workload's.
+    client.apply(workload_runtime(namespace, workload_image, mpi=True), "e2e", force=True)
     name = "mpi"
-    install.create_trainjob(client, trainjob(name, "deepspeed-distributed", num_nodes=3), namespace)
+    job = trainjob(name, "workload", kind=constants.TRAINING_RUNTIME_KIND, num_nodes=3)
+    install.create_trainjob(client, job, namespace)
 
     secret = eventually(
         lambda: e2e_cluster.core.read_namespaced_secret(f"{name}-mpi-ssh-auth", namespace),
@@ -181,22 +198,35 @@ def test_a_trainjob_on_a_namespaced_runtime_with_coscheduling_gets_its_pod_group
     assert true_condition(stored, constants.CONDITION_COMPLETE)["reason"] == "AllJobsCompleted"
 
 
-@kwok_only
 def test_a_failing_pod_makes_the_trainjob_failed_with_the_jobsets_reason(
-    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+    e2e_cluster: Any, client: Client, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
-    client.apply(gang_runtime(namespace), "e2e", force=True)
+    # On kwok the fail stage fails the node pods; on kind their container exits with the code.
+    client.apply(workload_runtime(namespace, workload_image), "e2e", force=True)
     name = "broken"
     job = trainjob(
-        name, "torch-gang", kind=constants.TRAINING_RUNTIME_KIND, runtime_patches=[fail_node_pods_patch(7)]
+        name, "workload", kind=constants.TRAINING_RUNTIME_KIND, runtime_patches=[fail_node_pods_patch(7)]
     )
     install.create_trainjob(client, job, namespace)
-    stored = finished(e2e_cluster, namespace, name, eventually)
 
+    # Each pod's exit code as soon as it ends: a real Job's failed pods may go once the JobSet has failed.
+    exit_codes: dict[str, set[int]] = {}
+
+    def failed_and_seen() -> dict[str, Any]:
+        for pod in jobset_pods(e2e_cluster, namespace, name):
+            terminated = [
+                s.state.terminated for s in pod.status.container_statuses or () if s.state.terminated
+            ]
+            if pod.status.phase == "Failed" and terminated:
+                exit_codes[pod.metadata.name] = {t.exit_code for t in terminated}
+        stored = read_trainjob(e2e_cluster, namespace, name)
+        assert TrainJobView(stored).is_finished, stored.get("status")
+        assert exit_codes, "no failed pod seen"
+        return stored
+
+    stored = eventually(failed_and_seen, timeout=120)
     failed_jobset = true_condition(read_jobset(e2e_cluster, namespace, name), "Failed")
-    failed_pods = [p for p in jobset_pods(e2e_cluster, namespace, name) if p.status.phase == "Failed"]
-    assert failed_pods
-    assert {s.state.terminated.exit_code for s in failed_pods[0].status.container_statuses} == {7}
+    assert set().union(*exit_codes.values()) == {7}, exit_codes
 
     assert [c["type"] for c in stored["status"]["conditions"]] == [constants.CONDITION_FAILED]
     failed = true_condition(stored, constants.CONDITION_FAILED)
@@ -211,14 +241,16 @@ def test_a_failing_pod_makes_the_trainjob_failed_with_the_jobsets_reason(
     eventually(failure_counted, timeout=30)
 
 
-@kwok_only
 def test_a_running_trainjob_counts_active_jobs_and_deleting_it_collects_everything_it_owns(
-    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+    e2e_cluster: Any, client: Client, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
+    # The shipped DeepSpeed runtime's shape (MPI, the launcher a node), its pods running for an hour.
+    client.apply(workload_runtime(namespace, workload_image, mpi=True), "e2e", force=True)
     name = "doomed"
     job = trainjob(
         name,
-        "deepspeed-distributed",
+        "workload",
+        kind=constants.TRAINING_RUNTIME_KIND,
         num_nodes=2,
         runtime_patches=[run_for_an_hour_patch(("node", "launcher"))],
     )
@@ -242,7 +274,7 @@ def test_a_running_trainjob_counts_active_jobs_and_deleting_it_collects_everythi
         ("JobSet", name),
         ("Secret", f"{name}-mpi-ssh-auth"),
         ("ConfigMap", f"{name}-mpi-hostfile"),
-    }
+    } | status_server_objects(client, name)
 
     e2e_cluster.custom.delete_namespaced_custom_object(
         constants.GROUP, constants.VERSION, namespace, "trainjobs", name, propagation_policy="Background"
@@ -300,9 +332,5 @@ def test_on_either_path_a_suspended_trainjob_gets_its_objects_and_the_webhook_an
     assert_controlled_by(jobset, created)
     assert jobset["spec"]["suspend"] is True
     expected = {("ConfigMap", f"{name}-runtime-snapshot"), ("JobSet", name)}
-    if paths.feature_gate_on(client, TRAIN_JOB_STATUS):
-        # The TrainJobStatus plugin's ConfigMap with the status server's CA for the pods (the Helm install
-        # of hack/e2e-setup-kind.sh turns the gate on, as upstream's e2e set-up does).
-        expected.add(("ConfigMap", f"{name}-tls-config"))
-    assert owned_by(e2e_cluster, namespace, created) == expected
+    assert owned_by(e2e_cluster, namespace, created) == expected | status_server_objects(client, name)
     assert not jobset_pods(e2e_cluster, namespace, name)

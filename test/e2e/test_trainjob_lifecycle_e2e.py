@@ -2,10 +2,11 @@
 controller's TrainJob, the active deadline, suspend and resume, runtime snapshots.
 
 The e2e scenarios of upstream's suite (kubeflow/trainer v2.3.0 ``test/e2e/e2e_test.go``) that
-``test_trainjob_e2e.py`` does not cover, run the same way: the manager started on the host by the module
-fixtures both modules share (``support.e2e_trainjobs``, with the manifest builders and readers), its
-admission webhooks registered by URL, the JobSets it applies run on kwok nodes by kwok's stages
-(``hack/kwok/stages``), and every assertion reads the world back through the API.
+``test_trainjob_e2e.py`` does not cover, run the same way: the manager as the module fixtures both modules
+share run it (``support.e2e_trainjobs``, with the manifest builders and readers: on kwok a host process with
+its admission webhooks registered by URL, on kind the installed Deployment), the JobSets it applies run on
+kwok nodes by kwok's stages (``hack/kwok/stages``) or on kind's kubelet, and every assertion reads the world
+back through the API.
 
 - *Flux* (upstream "should create TrainJob with Flux runtime reference"): no Flux runtime is shipped
   (upstream installs ``examples/flux/flux-runtime.yaml`` for its e2e run only), so the test creates a
@@ -46,9 +47,11 @@ runs a script that calls the status server (no script runs on kwok). Pods run fo
 default (2 s), or an hour through the ``pod-complete.stage.kwok.x-k8s.io/delay`` annotation where a test
 needs them to keep running.
 
-The Flux, deadline, suspend and runtime-update tests are kwok only (``kwok_only``: they rely on the stages'
-timing and on images that do not exist); the runtime-patch and managed-by tests create no pods and run on
-either path.
+The Flux test is kwok only (``kwok_only``: its images are not in the kind cluster). The others run on
+either path: the runtime-patch and managed-by tests create no pods; the deadline and suspend tests run a
+namespaced runtime of ``support.e2e_trainjobs.workload_runtime`` (on kind the workload image, its container
+sleeping for the pod's kwok run-time annotation, so one runtime patch times the pods on both paths); the
+runtime-update test runs ``/pause`` (on kind the stand-in hack/build-images.sh builds for upstream's suite).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ client = e2e.client
 trainer_api = e2e.trainer_api  # `manager` asks for it by name
 manager = e2e.manager
 kwok_stages = e2e.kwok_stages
+workload_image = e2e.workload_image
 
 pytestmark = pytest.mark.usefixtures("manager")
 kwok_only = pytest.mark.usefixtures("kwok_stages")
@@ -416,15 +420,20 @@ def test_a_trainjob_managed_by_another_controller_is_left_alone(
 # ----------------------------------------------------------------------------------------------- deadline
 
 
-@kwok_only
 def test_a_trainjob_past_its_active_deadline_fails_and_its_jobset_is_deleted(
-    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+    e2e_cluster: Any, client: Client, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
     # Long enough for the pods to be Running before it passes on a loaded machine: once it has passed, the
     # JobSet is deleted and the pods can never be seen Running.
     deadline = 25
     name = "overdue"
-    job = e2e.trainjob(name, "torch-distributed", runtime_patches=[e2e.run_for_an_hour_patch(("node",))])
+    client.apply(e2e.workload_runtime(namespace, workload_image), "e2e", force=True)
+    job = e2e.trainjob(
+        name,
+        "workload",
+        kind=constants.TRAINING_RUNTIME_KIND,
+        runtime_patches=[e2e.run_for_an_hour_patch(("node",))],
+    )
     job["spec"]["activeDeadlineSeconds"] = deadline
     created = install.create_trainjob(client, job, namespace)
 
@@ -466,13 +475,15 @@ def test_a_trainjob_past_its_active_deadline_fails_and_its_jobset_is_deleted(
 # ---------------------------------------------------------------------------------------- suspend, resume
 
 
-@kwok_only
 def test_a_suspended_trainjob_loses_its_pods_and_resumed_runs_again_to_complete(
-    e2e_cluster: Any, client: Client, namespace: str, eventually: Callable[..., Any]
+    e2e_cluster: Any, client: Client, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
     name = "paused"
+    client.apply(e2e.workload_runtime(namespace, workload_image), "e2e", force=True)
     long_run = e2e.run_for_an_hour_patch(("node",))
-    job = e2e.trainjob(name, "torch-distributed", num_nodes=2, runtime_patches=[long_run])
+    job = e2e.trainjob(
+        name, "workload", kind=constants.TRAINING_RUNTIME_KIND, num_nodes=2, runtime_patches=[long_run]
+    )
     install.create_trainjob(client, job, namespace)
 
     def running() -> set[str]:
@@ -586,7 +597,6 @@ def pause_runtime_ref(
                 client.delete(runtime_gvk(kind), name)
 
 
-@kwok_only
 def test_a_runtime_update_does_not_reach_a_suspended_trainjob_and_its_snapshot_goes_with_it(
     e2e_cluster: Any,
     client: Client,

@@ -27,6 +27,10 @@ RUN_TIME_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 COUNTERS = ("active", "ready", "succeeded", "failed", "suspended")
+NEVER_PULLED_IMAGE = "registry.invalid/workload:never-pulled"
+WORKLOAD_SCRIPT = 'if [ -n "$FAIL_EXIT_CODE" ]; then exit "$FAIL_EXIT_CODE"; fi; exec sleep "${RUN_TIME:-2s}"'
+"""What a :func:`workload_runtime` container runs: exit with the pod's fail exit code if it has one, else
+sleep for the pod's run time (GNU ``sleep`` reads kwok's ``1h``, ``1s``)."""
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +69,17 @@ def manager(e2e_cluster: Any, trainer_api: None) -> Iterator[Any]:
 def kwok_stages(e2e_cluster: Any) -> None:
     if e2e_cluster.flavour != "kwok":
         pytest.skip("this test relies on kwok stages (instant pods, the fail label)")
+
+
+@pytest.fixture(scope="module")
+def workload_image(e2e_cluster: Any) -> str:
+    """The image of :func:`workload_runtime`'s pods: on kind the one built for the training Pods
+    (``WORKLOAD_IMAGE``, which hack/e2e-setup-kind.sh exports and loads), on kwok a name never pulled."""
+    if e2e_cluster.flavour != "kind":
+        return NEVER_PULLED_IMAGE
+    image = os.environ.get("WORKLOAD_IMAGE", "")
+    assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
+    return image
 
 
 # ------------------------------------------------------------------------------------------------ manifests
@@ -130,6 +145,75 @@ def gang_runtime(namespace: str) -> dict[str, Any]:
                 }
             },
         },
+    }
+
+
+def workload_runtime(
+    namespace: str, image: str, *, mpi: bool = False, name: str = "workload"
+) -> dict[str, Any]:
+    """A namespaced TrainingRuntime whose pods do for real what kwok's stages play.
+
+    Each container reads its pod's kwok annotations through the downward API: it exits with
+    ``EXIT_CODE_ANNOTATION`` when the pod has one, else sleeps for ``RUN_TIME_ANNOTATION`` (2 s without
+    one), so the runtime patches that time or fail pods on kwok (:func:`run_for_an_hour_patch`,
+    :func:`fail_node_pods_patch`) do the same on kind with ``image`` (:func:`workload_image`). Plain (two
+    ``node`` pods, labelled ancestor trainer), or ``mpi``: the shipped MPI runtimes' shape (a ``node`` job
+    and a trainer-labelled ``launcher`` that waits for it to be Ready, ``runLauncherAsNode``). A failed pod
+    fails its Job at once (``backoffLimit: 0``), and a deleted one stops within a second.
+    """
+
+    def job(job_name: str, *, trainer: bool, **extra: Any) -> dict[str, Any]:
+        env = [
+            {"name": var, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
+            for var, annotation in (
+                ("RUN_TIME", RUN_TIME_ANNOTATION),
+                ("FAIL_EXIT_CODE", EXIT_CODE_ANNOTATION),
+            )
+        ]
+        container = {
+            "name": "node",
+            "image": image,
+            "command": ["/bin/sh", "-c", WORKLOAD_SCRIPT],
+            "env": env,
+        }
+        template: dict[str, Any] = {
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "terminationGracePeriodSeconds": 1,
+                        "restartPolicy": "Never",
+                        "containers": [container],
+                    }
+                },
+            }
+        }
+        if trainer:
+            template["metadata"] = {"labels": {constants.LABEL_TRAINJOB_ANCESTOR: constants.ANCESTOR_TRAINER}}
+        return {"name": job_name, "template": template, **extra}
+
+    if mpi:
+        ml_policy: dict[str, Any] = {
+            "numNodes": 1,
+            "mpi": {
+                "numProcPerNode": 1,
+                "mpiImplementation": "OpenMPI",
+                "sshAuthMountPath": "/root/.ssh",
+                "runLauncherAsNode": True,
+            },
+        }
+        jobs = [
+            job(constants.NODE, trainer=False),
+            job(constants.LAUNCHER, trainer=True, dependsOn=[{"name": constants.NODE, "status": "Ready"}]),
+        ]
+    else:
+        ml_policy = {"numNodes": 2}
+        jobs = [job(constants.NODE, trainer=True)]
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.TRAINING_RUNTIME_KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"mlPolicy": ml_policy, "template": {"spec": {"replicatedJobs": jobs}}},
     }
 
 

@@ -1,4 +1,4 @@
-"""The golden render cases: every default runtime (and four example runtimes) x representative TrainJobs.
+"""The golden render cases: every default runtime (and five example runtimes) x representative TrainJobs.
 
 ``test/unit/render/test_render_golden.py`` renders each :data:`CASES` entry and compares it with its file
 under ``test/golden/rendered``; ``test/integration/test_render_parity.py`` renders the same cases with
@@ -34,6 +34,7 @@ EXAMPLE_RUNTIMES = {
     "mpi-volcano": "ClusterTrainingRuntime",
     "torch-coscheduling": "TrainingRuntime",
     "jax-volcano": "ClusterTrainingRuntime",
+    "mpi-launcher-nodes": "ClusterTrainingRuntime",
 }
 COMMON_CASES = ("minimal", "gpus", "runtime-patches", "suspend")
 EXTRA_CASES = {

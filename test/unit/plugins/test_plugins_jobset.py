@@ -342,6 +342,21 @@ def test_a_running_jobset_is_never_re_applied(
     assert bool(objects) is rendered
 
 
+def test_a_jobset_re_applied_keeps_the_volume_claim_policies_it_stores(make: Make) -> None:
+    # JobSet's webhook defaults retentionPolicy on create only and the field is immutable: a resume that
+    # sent the runtime's policies as written would be refused.
+    claim = {"metadata": {"name": "initializer"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}
+    trainjob = make.trainjob(suspend=False)
+    info = _info(make, trainjob, volumeClaimPolicies=[{"templates": [claim]}])
+    (rendered,) = render_jobset(info, trainjob)["spec"]["volumeClaimPolicies"]
+    assert "retentionPolicy" not in rendered  # as the runtime has it: what a create sends
+    stored = [{"templates": [claim], "retentionPolicy": {"whenDeleted": "Delete"}}]
+    existing = make.jobset(suspend=True)
+    existing["spec"]["volumeClaimPolicies"] = stored
+    (jobset,) = PLUGIN.build(info, trainjob, MemoryReader([existing]))
+    assert jobset["spec"]["volumeClaimPolicies"] == stored
+
+
 # CustomValidation ------------------------------------------------------------------------------------------
 
 

@@ -248,25 +248,49 @@ def test_run_launcher_as_node_counts_the_launcher_as_one_of_the_nodes(make: Any)
     assert _plugin().build(info, trainjob, make.reader())[1] == hostfile(text)
 
 
-def test_an_ancestor_launcher_runs_one_pod_and_the_policy_num_nodes_sizes_the_nodes(make: Any) -> None:
-    # Upstream: the deepspeed shape (launcher labelled trainer, runLauncherAsNode) with
-    # mlPolicy.numNodes 3 and no spec.trainer.numNodes gave the launcher 3 pods and left node at 1.
-    trainjob = make.trainjob()
+@pytest.mark.parametrize(
+    ("ancestor", "launcher_as_node", "num_nodes", "counts"),
+    [
+        # The deepspeed/mlx shape: the launcher carries the trainer label, so it starts at mlPolicy.numNodes
+        # (3) pods and keeps them; node keeps its parallelism (1) unless the TrainJob sets numNodes.
+        ("launcher", True, None, {"launcher": 3, "node": 1}),
+        ("launcher", True, 5, {"launcher": 3, "node": 4}),
+        ("launcher", False, None, {"launcher": 3, "node": 1}),
+        ("launcher", False, 5, {"launcher": 3, "node": 5}),
+        # Upstream's e2e shape: node carries the label, so it starts at mlPolicy.numNodes (3).
+        ("node", True, None, {"launcher": 1, "node": 3}),
+        ("node", True, 5, {"launcher": 1, "node": 4}),
+        ("node", False, None, {"launcher": 1, "node": 3}),
+        ("node", False, 5, {"launcher": 1, "node": 5}),
+        # Neither: every job keeps its parallelism (1); only numNodes sizes node.
+        (None, True, None, {"launcher": 1, "node": 1}),
+        (None, True, 5, {"launcher": 1, "node": 4}),
+        (None, False, None, {"launcher": 1, "node": 1}),
+        (None, False, 5, {"launcher": 1, "node": 5}),
+    ],
+)
+def test_counts_are_upstreams_so_that_kueue_sizes_the_pods_that_run(
+    make: Any, ancestor: str | None, launcher_as_node: bool, num_nodes: int | None, counts: dict[str, int]
+) -> None:
+    # Upstream v2.3.0 (trainingruntime.go newRuntimeInfo, mpi.go EnforceMLPolicy), which Kueue runs on the
+    # TrainJob to size its Workload: only spec.trainer.numNodes moves a count, and only node's.
+    trainjob = make.trainjob(trainer={"numNodes": num_nodes} if num_nodes is not None else None)
     spec = make.runtime_spec(
-        make.job("node", containers=[make.container()]),
-        make.job("launcher", ancestor="trainer", containers=[make.container()]),
-        ml_policy={"numNodes": 3, "mpi": _mpi(launcher_as_node=True)},
+        make.job(
+            "launcher", ancestor="trainer" if ancestor == "launcher" else None, containers=[make.container()]
+        ),
+        make.job("node", ancestor="trainer" if ancestor == "node" else None, containers=[make.container()]),
+        ml_policy={"numNodes": 3, "mpi": _mpi(launcher_as_node=launcher_as_node)},
     )
     info = make.info(trainjob, spec)
     _plugin().enforce_ml_policy(info, trainjob)
-    node, launcher = info.pod_sets
-    assert (node.count, launcher.count) == (2, 1)
+    assert {p.name: p.count for p in info.pod_sets} == counts
     make.identify_pod_network(info, trainjob)
-    assert _plugin().build(info, trainjob, make.reader())[1] == hostfile(
-        "trainJob-node-0-0.trainJob slots=1\n"
-        "trainJob-node-0-1.trainJob slots=1\n"
-        "trainJob-launcher-0-0.trainJob slots=1\n"
-    )
+    hosts = [f"trainJob-node-0-{i}.trainJob" for i in range(counts["node"])]
+    if launcher_as_node:
+        hosts = [f"trainJob-launcher-0-{i}.trainJob" for i in range(counts["launcher"])] + hosts
+    text = "".join(f"{host} slots=1\n" for host in hosts)
+    assert _plugin().build(info, trainjob, make.reader())[1] == hostfile(text)
 
 
 def test_the_keys_are_mounted_at_the_policy_ssh_auth_mount_path(make: Any) -> None:

@@ -187,6 +187,7 @@ NODE_ENV_FACTS: dict[str, dict[str, dict[str, list[tuple[str, Any]]]]] = {
     # DeepSpeed and MLX run the launcher as a node: it gets the TrainJob env after the OpenMPI envs.
     "deepspeed-distributed": _mpi_facts(launcher_first=False, node_gets_trainer_env=True),
     "mlx-distributed": _mpi_facts(launcher_first=False, node_gets_trainer_env=True),
+    "mpi-launcher-nodes": _mpi_facts(launcher_first=False, node_gets_trainer_env=True),
     # mpi-volcano's launcher is not a node: only the node job gets the TrainJob env.
     "mpi-volcano": _mpi_facts(launcher_first=True, node_gets_trainer_env=True),
     "jax-distributed": {
