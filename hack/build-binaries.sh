@@ -57,10 +57,14 @@ pause_dir="$cache/bin/pause-$KUBERNETES_VERSION"
 # The Go type table generator (hack/tools/gotypes, runtime/api/gotypes.json): a tool of this repository,
 # so its directory is named by a hash of its files as well as by the Trainer version it reads.
 # scheduler-plugins' scheduler (kube-scheduler with its Coscheduling plugin) and PodGroup controller, the kind
-# tier's gang scheduler; named by the version and the wrapper's files (some replacements differ from the
-# module's own: hack/tools/update-wrappers.sh says why).
+# tier's gang scheduler; named by the version, the wrapper's files (some replacements differ from the
+# module's own: hack/tools/update-wrappers.sh says why) and the link flags. Not its Makefile's
+# `-X k8s.io/component-base/version.gitVersion=v0.34.7`: component-base then takes 0.34 for the Kubernetes
+# version of the binary, and kube-scheduler refuses to start ("emulation version 0.34 is not between
+# [1.31, 0.34.0]"); unstamped, it takes the Kubernetes version it is built from (1.34).
+scheduler_plugins_ldflags="-s -w"
 scheduler_plugins_dir="$cache/bin/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION-$(cd "$here/tools/scheduler-plugins" &&
-  cat go.mod go.sum | sha256sum | cut -c1-12)"
+  { cat go.mod go.sum; echo "$scheduler_plugins_ldflags"; } | sha256sum | cut -c1-12)"
 gotypes_dir="$cache/bin/gotypes-$TRAINER_VERSION-$(cat "$here"/tools/gotypes/go.mod "$here"/tools/gotypes/go.sum \
   "$here"/tools/gotypes/*.go | sha256sum | cut -c1-12)"
 
@@ -250,12 +254,13 @@ pause_version() {
   sed -nE 's/^[[:space:]]*PauseVersion = "([^"]+)"/\1/p' "$dir/cmd/kubeadm/app/constants/constants.go"
 }
 
-# The two commands of scheduler-plugins' Makefile (build-scheduler, build-controller), with its version stamp.
+# The two commands of scheduler-plugins' Makefile (build-scheduler, build-controller).
 build_scheduler_plugins() {
   cd "$here/tools/scheduler-plugins"
-  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$SCHEDULER_PLUGINS_VERSION"
-  go build -trimpath -ldflags "$ldflags" -o "$OUT/kube-scheduler" sigs.k8s.io/scheduler-plugins/cmd/scheduler
-  go build -trimpath -ldflags "$ldflags" -o "$OUT/controller" sigs.k8s.io/scheduler-plugins/cmd/controller
+  go build -trimpath -ldflags "$scheduler_plugins_ldflags" -o "$OUT/kube-scheduler" \
+    sigs.k8s.io/scheduler-plugins/cmd/scheduler
+  go build -trimpath -ldflags "$scheduler_plugins_ldflags" -o "$OUT/controller" \
+    sigs.k8s.io/scheduler-plugins/cmd/controller
 }
 
 build_gotypes() {  # this repository's own tool, from the same pinned modules as upstream's controller

@@ -13,6 +13,7 @@ the same name.
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +123,28 @@ def blocker_pod(name: str, node: str, cpu_millis: int, image: str) -> dict[str, 
     }
 
 
+def passing_pod(name: str, image: str) -> dict[str, Any]:
+    """A Pod of ``image`` that exits at once, requesting 1m CPU: the creation of a Pod of some other workload,
+    which is what makes the Coscheduling plugin retry the gangs it rejected (see ``test_kind_gang.py``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "pass",
+                    "image": image,
+                    "command": ["true"],
+                    "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
+                }
+            ],
+        },
+    }
+
+
 def bound(pod: Any) -> bool:
     """The Pod has a node: a scheduler bound it (a bound Pod never becomes unbound)."""
     return bool(pod.spec.node_name)
@@ -136,24 +159,31 @@ def unschedulable(pod: Any) -> bool:
 
 
 def reports(e2e_cluster: Any, namespace: str, pod: str) -> list[Report]:
-    """The scheduling events about the Pod ``pod`` (FailedScheduling, Scheduled), oldest first."""
-    events: list[Any] = kubernetes.client.EventsV1Api(e2e_cluster.api).list_namespaced_event(namespace).items
+    """The scheduling events about the Pod ``pod`` (FailedScheduling, Scheduled), oldest first.
+
+    Read as JSON: the client's model of an events.k8s.io Event refuses one without ``eventTime``, which
+    events recorded through the core API (the kubelet's) lack."""
+    events = kubernetes.client.EventsV1Api(e2e_cluster.api)
+    raw: Any = events.list_namespaced_event(namespace, _preload_content=False)
     found = []
-    for event in events:
-        regarding = event.regarding
-        if regarding is None or regarding.kind != "Pod" or regarding.name != pod:
+    for event in json.loads(raw.data)["items"]:
+        regarding = event.get("regarding") or {}
+        if regarding.get("kind") != "Pod" or regarding.get("name") != pod:
             continue
-        if event.reason not in {"FailedScheduling", "Scheduled"}:
+        if event.get("reason") not in {"FailedScheduling", "Scheduled"}:
             continue
-        when = event.event_time or event.deprecated_first_timestamp or event.metadata.creation_timestamp
-        count = event.series.count if event.series is not None else 1
+        when = (
+            event.get("eventTime")
+            or event.get("deprecatedFirstTimestamp")
+            or event["metadata"]["creationTimestamp"]
+        )
         found.append(
             Report(
-                reason=event.reason,
-                note=event.note or "",
-                reporting_controller=event.reporting_controller or "",
-                time=when,
-                count=count,
+                reason=event["reason"],
+                note=event.get("note") or "",
+                reporting_controller=event.get("reportingController") or "",
+                time=datetime.datetime.fromisoformat(when.replace("Z", "+00:00")),
+                count=(event.get("series") or {}).get("count", 1),
             )
         )
     return sorted(found, key=lambda r: r.time)
