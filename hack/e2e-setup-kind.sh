@@ -225,7 +225,7 @@ k -n jobset-system wait pods --all --for=condition=Ready --timeout=5m >/dev/null
 # (scheduler.name, "scheduler-plugins-scheduler") in spec.schedulerName; the PodGroup controller keeps each
 # PodGroup's status.phase. A manager running from before the PodGroup CRD existed is restarted.
 install_scheduler_plugins() {
-  local src namespace=scheduler-plugins had_crd=yes
+  local src namespace=scheduler-plugins had_crd=yes start=$SECONDS
   src=$(cd "$here/tools/scheduler-plugins" && GOFLAGS=-mod=mod go mod download -json \
     "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
   [[ -d "$src/manifests/install/charts/as-a-second-scheduler" ]] || die "no as-a-second-scheduler chart in $src"
@@ -246,6 +246,7 @@ install_scheduler_plugins() {
     say "restarting the Trainer's manager: it started before the PodGroup CRD existed"
     k -n "$manager_namespace" rollout restart "deployment/$manager_deployment" >/dev/null
   fi
+  say "scheduler-plugins is serving ($((SECONDS - start)) s)"
 }
 install_scheduler_plugins
 

@@ -64,7 +64,7 @@ cd "$here/upstream-render" && rm -f go.mod go.sum && go mod init github.com/kube
 # ("This module version is not available", e.g. k8s.io/csi-translation-lib v0.34.7): each such replacement
 # takes the nearest patch release of the same minor that the proxy serves (one below first, then one
 # above, and so on); a module with none (e.g. k8s.io/legacy-cloud-providers) loses its replace.
-served() { (cd "$(mktemp -d)" && GOFLAGS= go mod download "$1" >/dev/null 2>&1); }
+served() { (cd "$(mktemp -d)" && GOFLAGS='' go mod download "$1" >/dev/null 2>&1); }
 nearest_served() {  # nearest_served MODULE vX.Y.Z: the served version of the same minor nearest Z, or nothing
   local m=$1 v=$2 base=${2%.*} z=${2##*.} d
   served "$m@$v" && { echo "$v"; return; }
@@ -75,7 +75,7 @@ nearest_served() {  # nearest_served MODULE vX.Y.Z: the served version of the sa
 }
 copy_replaces() {
   local gomod r new v
-  gomod=$(cd "$(mktemp -d)" && GOFLAGS= go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  gomod=$(cd "$(mktemp -d)" && GOFLAGS='' go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   for r in $(go mod edit -json "$gomod" | python3 -c 'import json, sys
 for r in json.load(sys.stdin).get("Replace") or []:
     print("{}={}@{}".format(r["Old"]["Path"], r["New"]["Path"], r["New"]["Version"]))'); do

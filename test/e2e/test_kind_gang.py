@@ -215,6 +215,9 @@ def test_kind_gang_that_cannot_fit_is_held_whole_then_starts_together_and_comple
         assert said and all(r.reporting_controller == gang_scheduler for r in said), (pod.metadata.name, said)
         assert all(r.reason == "FailedScheduling" for r in said), said
     uids = {p.metadata.uid for p in pods}
+    # Still none bound after those reads: the window ends here.
+    again = gang_pods(e2e_cluster, namespace, name)
+    assert {p.metadata.uid for p in again} == uids and not [p for p in again if gang.bound(p)], again
     print(f"gang held: both Pods Unschedulable, none bound, {held_for:.1f} s after the TrainJob was created")
 
     # Release: the blockers go, and the whole gang is bound at once. The Coscheduling plugin has the
