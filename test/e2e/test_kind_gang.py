@@ -143,6 +143,13 @@ def gang_pods(e2e_cluster: Any, namespace: str, name: str, replicated_job: str |
     return sorted(pods, key=lambda p: p.metadata.name)
 
 
+def pod_group_name(prefix: str, namespace: str) -> str:
+    """A TrainJob (and PodGroup) name no other test's namespace has: scheduler-plugins' PodGroup controller
+    counts the Pods labelled with a PodGroup's name in every namespace, so a Pod of an earlier run's gang of
+    the same name, in a namespace still being deleted, would change this one's phase."""
+    return f"{prefix}-{namespace.rsplit('-', 1)[-1]}"
+
+
 def read_pod_group(e2e_cluster: Any, namespace: str, name: str) -> dict[str, Any]:
     group, version, plural = POD_GROUPS
     return dict(e2e_cluster.custom.get_namespaced_custom_object(group, version, namespace, plural, name))
@@ -181,7 +188,7 @@ def test_kind_gang_that_cannot_fit_is_held_whole_then_starts_together_and_comple
     held = gang.free_cpu(e2e_cluster)
     assert sum(r.free_cpu_millis // pod_cpu for r in held) == 1, (pod_cpu, held)
 
-    name = "held"
+    name = pod_group_name("held", namespace)
     create(
         e2e_cluster,
         namespace,
@@ -279,7 +286,7 @@ def test_kind_gang_members_are_rejected_together_after_schedule_timeout_seconds(
     e2e_cluster: Any, namespace: str, gang_scheduler: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
     timeout = 5
-    name = "stalled"
+    name = pod_group_name("stalled", namespace)
     create(
         e2e_cluster,
         namespace,
@@ -294,7 +301,7 @@ def test_kind_gang_members_are_rejected_together_after_schedule_timeout_seconds(
     with_it = "rejection in Unreserve"
 
     def group_rejections(reports: list[gang.Report]) -> list[gang.Report]:
-        return [r for r in reports if expired in r.note or with_it in r.note]
+        return [r for r in reports if "rejected due to timeout after waiting" in r.note or with_it in r.note]
 
     def rejected() -> tuple[list[Any], dict[str, list[gang.Report]]]:
         nodes = gang_pods(e2e_cluster, namespace, name, constants.NODE)
@@ -303,7 +310,10 @@ def test_kind_gang_members_are_rejected_together_after_schedule_timeout_seconds(
         assert all(group_rejections(r) for r in said.values()), (
             f"not every waiting member was rejected: {said}"
         )
-        assert any(expired in r.note for reports in said.values() for r in reports), said
+        notes = sorted({r.note for reports in said.values() for r in group_rejections(reports)})
+        assert any(expired in note for note in notes), (
+            f"not rejected after the PodGroup's {timeout} s: {notes}"
+        )
         return nodes, said
 
     nodes, said = eventually(rejected, timeout=DECIDED_TIMEOUT, interval=0.5)
