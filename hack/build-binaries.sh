@@ -4,8 +4,8 @@
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
 #                                     kueue, trainer, upstream-render; and for the kind tier: kind,
-#                                     kubernetes-node, coredns, crictl, pause, upstream-e2e; gotypes, the
-#                                     Go type table generator)
+#                                     kubernetes-node, coredns, crictl, pause, upstream-e2e,
+#                                     scheduler-plugins; gotypes, the Go type table generator)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -56,6 +56,15 @@ crictl_dir="$cache/bin/crictl-$CRI_TOOLS_VERSION"
 pause_dir="$cache/bin/pause-$KUBERNETES_VERSION"
 # The Go type table generator (hack/tools/gotypes, runtime/api/gotypes.json): a tool of this repository,
 # so its directory is named by a hash of its files as well as by the Trainer version it reads.
+# scheduler-plugins' scheduler (kube-scheduler with its Coscheduling plugin) and PodGroup controller, the kind
+# tier's gang scheduler; named by the version, the wrapper's files (some replacements differ from the
+# module's own: hack/tools/update-wrappers.sh says why) and the link flags. Not its Makefile's
+# `-X k8s.io/component-base/version.gitVersion=v0.34.7`: component-base then takes 0.34 for the Kubernetes
+# version of the binary, and kube-scheduler refuses to start ("emulation version 0.34 is not between
+# [1.31, 0.34.0]"); unstamped, it takes the Kubernetes version it is built from (1.34).
+scheduler_plugins_ldflags="-s -w"
+scheduler_plugins_dir="$cache/bin/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION-$(cd "$here/tools/scheduler-plugins" &&
+  { cat go.mod go.sum; echo "$scheduler_plugins_ldflags"; } | sha256sum | cut -c1-12)"
 gotypes_dir="$cache/bin/gotypes-$TRAINER_VERSION-$(cat "$here"/tools/gotypes/go.mod "$here"/tools/gotypes/go.sum \
   "$here"/tools/gotypes/*.go | sha256sum | cut -c1-12)"
 
@@ -65,7 +74,7 @@ print_dirs() {
   printf 'UPSTREAM_RENDER_BIN=%s\nUPSTREAM_E2E_BIN=%s\n' "$upstream_render_dir" "$upstream_e2e_dir"
   printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
     "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
-  printf 'GOTYPES_BIN=%s\n' "$gotypes_dir"
+  printf 'GOTYPES_BIN=%s\nSCHEDULER_PLUGINS_BIN=%s\n' "$gotypes_dir" "$scheduler_plugins_dir"
 }
 
 if [[ "${1:-}" == "--print" ]]; then
@@ -245,13 +254,22 @@ pause_version() {
   sed -nE 's/^[[:space:]]*PauseVersion = "([^"]+)"/\1/p' "$dir/cmd/kubeadm/app/constants/constants.go"
 }
 
+# The two commands of scheduler-plugins' Makefile (build-scheduler, build-controller).
+build_scheduler_plugins() {
+  cd "$here/tools/scheduler-plugins"
+  go build -trimpath -ldflags "$scheduler_plugins_ldflags" -o "$OUT/kube-scheduler" \
+    sigs.k8s.io/scheduler-plugins/cmd/scheduler
+  go build -trimpath -ldflags "$scheduler_plugins_ldflags" -o "$OUT/controller" \
+    sigs.k8s.io/scheduler-plugins/cmd/controller
+}
+
 build_gotypes() {  # this repository's own tool, from the same pinned modules as upstream's controller
   cd "$here/tools/gotypes"
   go build -trimpath -ldflags "-s -w" -o "$OUT/gotypes" .
 }
 
 all_components="etcd kubernetes kwok jobset helm kueue trainer upstream-render kind kubernetes-node coredns crictl pause"
-all_components+=" upstream-e2e gotypes"
+all_components+=" upstream-e2e gotypes scheduler-plugins"
 # Components named on the command line, or all of them.
 only=" ${*:-$all_components} "
 for n in "$@"; do
@@ -276,6 +294,7 @@ wanted crictl && ! complete "$crictl_dir" crictl && need+=(crictl)
 wanted pause && ! complete "$pause_dir" pause && need+=(pause)
 wanted upstream-e2e && ! complete "$upstream_e2e_dir" e2e.test && need+=(upstream-e2e)
 wanted gotypes && ! complete "$gotypes_dir" gotypes && need+=(gotypes)
+wanted scheduler-plugins && ! complete "$scheduler_plugins_dir" kube-scheduler controller && need+=(scheduler-plugins)
 
 if (( ${#need[@]} )); then
   preflight
@@ -296,6 +315,7 @@ if (( ${#need[@]} )); then
       pause) build pause "$pause_dir" build_pause ;;
       upstream-e2e) build upstream-e2e "$upstream_e2e_dir" build_upstream_e2e ;;
       gotypes) build gotypes "$gotypes_dir" build_gotypes ;;
+      scheduler-plugins) build scheduler-plugins "$scheduler_plugins_dir" build_scheduler_plugins ;;
     esac
   done
 fi

@@ -3,7 +3,7 @@
 # the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
 #
 #   hack/build-images.sh              build what is missing (node, jobset, manager, plugin, workload,
-#                                     prometheus, examples, upstream)
+#                                     prometheus, examples, upstream, scheduler-plugins)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
@@ -30,6 +30,11 @@
 #             and runtimes use, as test/e2e/upstream/images lists them: the Python base or an example image
 #             tagged as it is, or a directory of test/e2e/upstream/ built on the Python base
 #             (test/e2e/upstream/README.md says what each does for which spec)
+#   scheduler-plugins  scheduler-plugins' scheduler (SCHEDULER_PLUGINS_IMAGE: /bin/kube-scheduler, the
+#             Coscheduling plugin compiled in) and its PodGroup controller (SCHEDULER_PLUGINS_CONTROLLER_IMAGE:
+#             /bin/controller), as its build/scheduler and build/controller Dockerfiles lay them out, on the
+#             Python base (no other base to build; the manager's image starts from it too) instead of
+#             distroless; hack/e2e-setup-kind.sh installs them with the module's own Helm chart
 #
 # Base images are root filesystems made by debootstrap (DEBIAN_SUITE in hack/versions.env) from
 # DEBIAN_MIRROR (default: the mirror this machine's apt uses) and imported; each is tagged by a hash of its
@@ -271,6 +276,28 @@ ENTRYPOINT ["/usr/bin/prometheus"]
 EOF
 }
 
+# ------------------------------------------------------------------------------------- scheduler-plugins
+
+# One image per command, as scheduler-plugins' build/scheduler and build/controller Dockerfiles make them:
+# the binary in /bin, run as 65532 (nonroot), the entrypoint the binary. The chart's scheduler container
+# names its command (/bin/kube-scheduler); the controller's runs the entrypoint.
+build_scheduler_plugins() {
+  local bin=$SCHEDULER_PLUGINS_BIN b ctx="$work/ctx-scheduler-plugins" base image
+  for b in kube-scheduler controller; do
+    [[ -x "$bin/$b" ]] || die "$bin/$b is missing (run: hack/build-binaries.sh scheduler-plugins)"
+  done
+  base=$(python_base)
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp "$bin/kube-scheduler" "$bin/controller" "$ctx/"
+  for b in controller kube-scheduler; do  # the scheduler's last: its presence says both are built
+    image=$SCHEDULER_PLUGINS_IMAGE
+    [[ $b == controller ]] && image=$SCHEDULER_PLUGINS_CONTROLLER_IMAGE
+    printf 'FROM %s\nCOPY %s /bin/%s\nUSER 65532:65532\nENTRYPOINT ["/bin/%s"]\n' "$base" "$b" "$b" "$b" |
+      docker build --network none --tag "$image" -f - "$ctx"
+  done
+  rm -rf "$ctx"
+}
+
 # ---------------------------------------------------------------------------------------------- examples
 
 # build_example NAME: examples/images/NAME/Dockerfile on a base that has its DEBIAN_PACKAGES, with the
@@ -369,6 +396,11 @@ plugin_key=$( { echo "$TRAINER_IMAGE"; recipe_key build_plugin -- $(plugin_files
 PLUGIN_IMAGE=${PLUGIN_IMAGE:-kubeflow-trainer-py:e2e-example-plugin-$plugin_key}
 WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
 PROMETHEUS_IMAGE=${PROMETHEUS_IMAGE:-trainer-e2e/prometheus:$prometheus_key}
+# Keyed by the recipe and by the binaries' directory (its name carries the version and the wrapper's hash).
+scheduler_plugins_key=$( { recipe_key build_scheduler_plugins python_base debian_base --;
+  bash "$here/build-binaries.sh" --print | grep '^SCHEDULER_PLUGINS_BIN='; } | sha256sum | cut -c1-12)
+SCHEDULER_PLUGINS_IMAGE=${SCHEDULER_PLUGINS_IMAGE:-trainer-e2e/scheduler-plugins-scheduler:$SCHEDULER_PLUGINS_VERSION-$scheduler_plugins_key}
+SCHEDULER_PLUGINS_CONTROLLER_IMAGE=${SCHEDULER_PLUGINS_CONTROLLER_IMAGE:-trainer-e2e/scheduler-plugins-controller:$SCHEDULER_PLUGINS_VERSION-$scheduler_plugins_key}
 
 # The example images: the name the examples use (the package's version as the tag, so that a kubelet never
 # pulls it), and a cache key per directory.
@@ -396,10 +428,12 @@ if [[ "${1:-}" == "--print" ]]; then
   printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
     "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
   printf 'PROMETHEUS_IMAGE=%s\nPLUGIN_IMAGE=%s\nUPSTREAM_IMAGES="%s"\n' "$PROMETHEUS_IMAGE" "$PLUGIN_IMAGE" "$UPSTREAM_IMAGES"
+  printf 'SCHEDULER_PLUGINS_IMAGE=%s\nSCHEDULER_PLUGINS_CONTROLLER_IMAGE=%s\n' "$SCHEDULER_PLUGINS_IMAGE" \
+    "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE"
   exit 0
 fi
 
-all="node jobset manager plugin workload prometheus examples upstream"
+all="node jobset manager plugin workload prometheus examples upstream scheduler-plugins"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -418,8 +452,9 @@ for n in $all; do
     node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
     manager) image=$TRAINER_IMAGE ;; plugin) image=$PLUGIN_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
     prometheus) image=$PROMETHEUS_IMAGE ;;
+    scheduler-plugins) image=$SCHEDULER_PLUGINS_IMAGE ;;  # built after the controller's
   esac
   if exists "$image"; then say "$n: $image (cached)"; continue; fi
-  timed "$n" "build_$n"
+  timed "$n" "build_${n//-/_}"
   say "$n: $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1 / 1e6}'))"
 done

@@ -22,6 +22,10 @@
 #      images, and the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
+#   5b. scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler (install_scheduler_plugins): the
+#      CRDs of its default plugins and its Helm chart manifests/install/charts/as-a-second-scheduler, both
+#      from its Go module, with the images built here (the chart's only change); before the Trainer, whose
+#      manager watches PodGroups only when their CRD exists as it starts;
 #   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
 #      INSTALL=kustomize (`kubectl apply --server-side -k` an overlay of config/default that sets only the
 #      image, then config/runtimes, as docs/install.md tells users). The Helm install runs the manager image
@@ -96,7 +100,7 @@ bash "$here/docker-engine.sh"
 say "preparing the virtualenv (make venv)"
 make -C "$repo" --no-print-directory venv >/dev/null
 bash "$here/build-binaries.sh" etcd kubernetes jobset helm kind kubernetes-node coredns crictl pause \
-  upstream-e2e >/dev/null
+  upstream-e2e scheduler-plugins >/dev/null
 bash "$here/build-images.sh"
 eval "$(bash "$here/build-images.sh" --print)"
 mkdir -p "$artifacts"
@@ -213,6 +217,38 @@ say "installing JobSet $JOBSET_VERSION"
 k apply --server-side --force-conflicts -k "$overlay" >/dev/null
 k -n jobset-system rollout status deployment/jobset-controller-manager --timeout=5m
 k -n jobset-system wait pods --all --for=condition=Ready --timeout=5m >/dev/null
+
+# 5b. scheduler-plugins as a second scheduler, as its chart's README installs it: the CRDs the chart's default
+# plugins read (PodGroup and ElasticQuota from config/crd/bases, NodeResourceTopology from
+# manifests/noderesourcetopology; the hosted chart's crds/ links to these files, and a module zip keeps no
+# links), then the chart with its values except the two images. Pods reach it by naming its scheduler
+# (scheduler.name, "scheduler-plugins-scheduler") in spec.schedulerName; the PodGroup controller keeps each
+# PodGroup's status.phase. A manager running from before the PodGroup CRD existed is restarted.
+install_scheduler_plugins() {
+  local src namespace=scheduler-plugins had_crd=yes start=$SECONDS
+  src=$(cd "$here/tools/scheduler-plugins" && GOFLAGS=-mod=mod go mod download -json \
+    "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+  [[ -d "$src/manifests/install/charts/as-a-second-scheduler" ]] || die "no as-a-second-scheduler chart in $src"
+  k get crd podgroups.scheduling.x-k8s.io >/dev/null 2>&1 || had_crd=no
+  say "installing scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler"
+  "$kind" load docker-image "$SCHEDULER_PLUGINS_IMAGE" "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" --name "$name" >/dev/null
+  k apply --server-side --force-conflicts -f "$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" \
+    -f "$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml" \
+    -f "$src/manifests/noderesourcetopology/crd.yaml" >/dev/null
+  k wait --for=condition=Established --timeout=2m crd/podgroups.scheduling.x-k8s.io \
+    crd/elasticquotas.scheduling.x-k8s.io crd/noderesourcetopologies.topology.node.k8s.io >/dev/null
+  "$helm" upgrade --install scheduler-plugins "$src/manifests/install/charts/as-a-second-scheduler" \
+    --namespace "$namespace" --create-namespace --set scheduler.image="$SCHEDULER_PLUGINS_IMAGE" \
+    --set controller.image="$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" --wait=false >/dev/null
+  k -n "$namespace" rollout status deployment/scheduler-plugins-scheduler --timeout=5m
+  k -n "$namespace" rollout status deployment/scheduler-plugins-controller --timeout=5m
+  if [[ $had_crd == no ]] && k -n "$manager_namespace" get deployment "$manager_deployment" >/dev/null 2>&1; then
+    say "restarting the Trainer's manager: it started before the PodGroup CRD existed"
+    k -n "$manager_namespace" rollout restart "deployment/$manager_deployment" >/dev/null
+  fi
+  say "scheduler-plugins is serving ($((SECONDS - start)) s)"
+}
+install_scheduler_plugins
 
 # 6. The Trainer, as a user installs it.
 uninstall_trainer() {

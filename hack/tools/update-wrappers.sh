@@ -58,6 +58,53 @@ cd "$here/upstream-render" && rm -f go.mod go.sum && go mod init github.com/kube
   go mod edit -go=1.26.0 && cp "$here/trainer/go.sum" go.sum &&
   sed -n '/^require (/,/^)/p' "$here/trainer/go.mod" | sed 's# // indirect##' >> go.mod && go mod tidy
 
+# copy_replaces MODULE@VERSION: give the wrapper in the current directory the replace directives of that
+# module's go.mod (those of a dependency do not apply; scheduler-plugins and Volcano replace the Kubernetes
+# staging modules, as k8s.io/kubernetes does). Some of those versions are refused by the Go module proxy
+# ("This module version is not available", e.g. k8s.io/csi-translation-lib v0.34.7): each such replacement
+# takes the nearest patch release of the same minor that the proxy serves (one below first, then one
+# above, and so on); a module with none (e.g. k8s.io/legacy-cloud-providers) loses its replace.
+served() { (cd "$(mktemp -d)" && GOFLAGS='' go mod download "$1" >/dev/null 2>&1); }
+nearest_served() {  # nearest_served MODULE vX.Y.Z: the served version of the same minor nearest Z, or nothing
+  local m=$1 v=$2 base=${2%.*} z=${2##*.} d
+  served "$m@$v" && { echo "$v"; return; }
+  for d in 1 2 3 4 5 6 7 8; do
+    (( z - d >= 0 )) && served "$m@$base.$((z - d))" && { echo "$base.$((z - d))"; return; }
+    served "$m@$base.$((z + d))" && { echo "$base.$((z + d))"; return; }
+  done
+}
+copy_replaces() {
+  local gomod r new v
+  gomod=$(cd "$(mktemp -d)" && GOFLAGS='' go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  for r in $(go mod edit -json "$gomod" | python3 -c 'import json, sys
+for r in json.load(sys.stdin).get("Replace") or []:
+    print("{}={}@{}".format(r["Old"]["Path"], r["New"]["Path"], r["New"]["Version"]))'); do
+    new=${r#*=}
+    v=$(nearest_served "${new%@*}" "${new#*@}")
+    if [[ -z $v ]]; then echo "$1: no version of ${new%@*} is served; dropping its replace"; continue; fi
+    [[ $v == "${new#*@}" ]] || echo "$1: ${new%@*} ${new#*@} is not served; using $v"
+    go mod edit -replace="${r%%=*}=${new%@*}@$v"
+  done
+}
+
+# scheduler-plugins: its scheduler (kube-scheduler with the Coscheduling plugin) and its PodGroup controller,
+# run as a second scheduler in the kind tier.
+fresh "$here/scheduler-plugins" github.com/kubeflow-trainer-py/hack/tools/scheduler-plugins
+cd "$here/scheduler-plugins"
+copy_replaces "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION"
+go mod edit -require="sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" \
+  -tool=sigs.k8s.io/scheduler-plugins/cmd/scheduler -tool=sigs.k8s.io/scheduler-plugins/cmd/controller
+go mod tidy
+
+# Volcano: its scheduler, controller manager and webhook manager, tried in the kind tier as the other gang
+# scheduler (docs/development.md says how far that got).
+fresh "$here/volcano" github.com/kubeflow-trainer-py/hack/tools/volcano
+cd "$here/volcano"
+copy_replaces "volcano.sh/volcano@$VOLCANO_VERSION"
+go mod edit -require="volcano.sh/volcano@$VOLCANO_VERSION" -tool=volcano.sh/volcano/cmd/scheduler \
+  -tool=volcano.sh/volcano/cmd/controller-manager -tool=volcano.sh/volcano/cmd/webhook-manager
+go mod tidy
+
 # Third-party CRDs are read from the module cache at run time; a go.mod here records
 # the versions so `go mod download` fetches exactly these.
 fresh "$here/crds" github.com/kubeflow-trainer-py/hack/tools/crds

@@ -15,8 +15,13 @@ ComponentBuilder: the PodGroup `<trainjob>` (`scheduling.x-k8s.io/v1alpha1`) wit
 WatchExtension: owned PodGroups, LimitRanges and RuntimeClasses, as `runtime.plugins.podgroup` describes
 (the LimitRange and RuntimeClass watches are the ones Volcano declares too).
 
-Deliberately missing: a `schedulerName` on the pods. Upstream sets none either: the pods go to the default
-scheduler, which must be a scheduler-plugins build with the coscheduling plugin enabled.
+Deliberately missing: a `schedulerName` on the pods. Upstream sets none either: the pods go to the scheduler
+their runtime's pod templates name, the default one if none, which must be a scheduler-plugins build with the
+Coscheduling plugin enabled. With scheduler-plugins installed as a second scheduler (its chart
+`as-a-second-scheduler`), the runtime's pod templates name it (`schedulerName: scheduler-plugins-scheduler`).
+The kind tier runs that set-up (`test/e2e/test_kind_gang.py`): a gang that cannot fit whole stays Pending
+with no pod bound while one of its pods alone would fit, starts whole once capacity frees and completes,
+and members that wait longer than `scheduleTimeoutSeconds` for the rest of the gang are rejected together.
 """
 
 from __future__ import annotations
