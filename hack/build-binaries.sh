@@ -55,7 +55,7 @@ kueue_e2e_hash=$(cd "$here/tools/kueue-e2e" && cat go.mod go.sum deps.go | sha25
 kueue_e2e_dir="$cache/bin/kueue-e2e-$KUEUE_VERSION-$kueue_e2e_hash"
 # agnhost, the test program Kueue's specs run in their pods (k8s.io/kubernetes/test/images/agnhost of the
 # Kubernetes module this project pins, whose agnhost VERSION is the one Kueue's specs name).
-agnhost_dir="$cache/bin/agnhost-$KUBERNETES_VERSION"
+agnhost_dir="$cache/bin/agnhost-$KUBERNETES_VERSION-$(cd "$here/tools/agnhost" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 # The kind tier: kind, and the node image's own binaries (hack/build-images.sh puts them into images).
 kind_dir="$cache/bin/kind-$KIND_VERSION"
 k8s_node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
@@ -220,10 +220,11 @@ build_kueue_e2e() {
   go test -c -trimpath -ldflags "-s -w" -o "$OUT/e2e.test" sigs.k8s.io/kueue/test/e2e/singlecluster
 }
 
-# agnhost from the Kubernetes module (the wrapper of kube-apiserver and the rest), stamped with the version
-# its directory's VERSION file gives, as the image upstream publishes is.
+# agnhost from the Kubernetes module, through a wrapper of its own (hack/tools/agnhost: the Kubernetes
+# wrapper's replacements, with the go.sum entries of agnhost's own imports), stamped with the version its
+# directory's VERSION file gives, as the image upstream publishes is.
 build_agnhost() {
-  cd "$here/tools/k8s"
+  cd "$here/tools/agnhost"
   local dir; dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost
   go build -trimpath -ldflags "-s -w -X main.Version=$(cat "$dir/VERSION")" -o "$OUT/agnhost" \
     k8s.io/kubernetes/test/images/agnhost
