@@ -48,7 +48,7 @@ SUITE_NODE_TYPES = frozenset(
         "SynchronizedAfterSuite",
         "ReportBeforeSuite",
         "ReportAfterSuite",
-        "CleanupAfterSuite",
+        "DeferCleanup (Suite)",  # Ginkgo's name for a DeferCleanup registered in a suite node
     }
 )
 PASSED = "passed"
