@@ -1,4 +1,4 @@
-"""Kueue as a host process of the kwok cluster, for the e2e tests of its TrainJob integration.
+"""Kueue for the e2e tests of its TrainJob integration: a host process of kwok's cluster, or in kind.
 
 Kueue (``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``, the ``kueue`` binary ``hack/build-binaries.sh`` builds)
 runs against a running cluster. Neither ``up`` nor the demo starts it: ``python hack/cluster.py
@@ -12,6 +12,12 @@ kinds and TrainJobs labelled ``kueue.x-k8s.io/queue-name`` (:func:`kueue_webhook
 
 Go origin: Kueue's install (``config/components/{crd,webhook}``) rewired for a controller outside the
 cluster. Deliberately missing: MultiKueue, the visibility server, Kueue's other integrations.
+
+In kind (the last section), Kueue runs as its users run it: ``hack/e2e-setup-kind.sh`` applies Kueue's own
+``config/default`` from the Go module through the overlay :func:`write_kind_overlay` writes (the image built
+here, the TrainJob integration, a small CPU request, the job webhooks narrowed as above), with Kueue's
+ServiceAccount, RBAC, internal certificates, leader election and visibility server as shipped;
+:func:`wait_until_kind_kueue_serving` is the readiness both the script and the tests wait for.
 """
 
 from __future__ import annotations
