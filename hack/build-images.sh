@@ -349,15 +349,25 @@ build_upstream() {
 
 # -------------------------------------------------------------------------------------------- kueue
 
-# One Go binary on the Python base (its layers are on the node already, loaded with the other images).
+# binary_on_python_base TAG BINARY PATH [USER]: BINARY at PATH (its entrypoint) on the Python base, whose
+# layers the node has already (the images are loaded together).
+binary_on_python_base() {
+  local tag=$1 binary=$2 path=$3 user=${4:-} ctx="$work/ctx-binary"
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp "$binary" "$ctx/binary"
+  {
+    echo "FROM $(python_base)"
+    echo "COPY binary $path"
+    [[ -z "$user" ]] || echo "USER $user"
+    echo "ENTRYPOINT [\"$path\"]"
+  } | docker build --network none --tag "$tag" -f - "$ctx"
+  rm -rf "$ctx"
+}
+
+# Kueue's manifests run /manager as a non-root user, as Kueue's own image does.
 build_kueue() {
   [[ -x "$KUEUE_BIN/kueue" ]] || die "$KUEUE_BIN/kueue is missing (run: hack/build-binaries.sh kueue)"
-  local ctx="$work/ctx-kueue"
-  rm -rf "$ctx"; mkdir -p "$ctx"
-  cp "$KUEUE_BIN/kueue" "$ctx/manager"
-  printf 'FROM %s\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n' "$(python_base)" |
-    docker build --network none --tag "$KUEUE_IMAGE" -f - "$ctx"
-  rm -rf "$ctx"
+  binary_on_python_base "$KUEUE_IMAGE" "$KUEUE_BIN/kueue" /manager 65532:65532
 }
 
 build_agnhost() {
@@ -365,12 +375,7 @@ build_agnhost() {
   local version; version=$("$AGNHOST_BIN/agnhost" --version 2>/dev/null | awk '{print $NF}')
   [[ ${AGNHOST_IMAGE##*:} == "$version" ]] ||
     die "Kueue's specs run $AGNHOST_IMAGE, the agnhost of Kubernetes $KUBERNETES_VERSION is $version"
-  local ctx="$work/ctx-agnhost"
-  rm -rf "$ctx"; mkdir -p "$ctx"
-  cp "$AGNHOST_BIN/agnhost" "$ctx/agnhost"
-  printf 'FROM %s\nCOPY agnhost /agnhost\nENTRYPOINT ["/agnhost"]\n' "$(python_base)" |
-    docker build --network none --tag "$agnhost_cached" -f - "$ctx"
-  rm -rf "$ctx"
+  binary_on_python_base "$agnhost_cached" "$AGNHOST_BIN/agnhost" /agnhost
 }
 
 # The agnhost image Kueue's specs name: the FROM line of hack/testing/agnhost/Dockerfile in the Kueue module
@@ -414,10 +419,11 @@ plugin_key=$( { echo "$TRAINER_IMAGE"; recipe_key build_plugin -- $(plugin_files
 PLUGIN_IMAGE=${PLUGIN_IMAGE:-kubeflow-trainer-py:e2e-example-plugin-$plugin_key}
 WORKLOAD_IMAGE=${WORKLOAD_IMAGE:-trainer-e2e/allreduce:$workload_key}
 PROMETHEUS_IMAGE=${PROMETHEUS_IMAGE:-trainer-e2e/prometheus:$prometheus_key}
-kueue_key=$(recipe_key build_kueue python_base debian_base --)
+kueue_key=$(recipe_key build_kueue binary_on_python_base python_base debian_base --)
 KUEUE_IMAGE=${KUEUE_IMAGE:-trainer-e2e/kueue:$KUEUE_VERSION-$kueue_key}
 # Built under a content key (the cache), tagged with the name Kueue's specs use.
-agnhost_cached="trainer-e2e/agnhost:$KUBERNETES_VERSION-$(recipe_key build_agnhost python_base debian_base --)"
+agnhost_cached="trainer-e2e/agnhost:$KUBERNETES_VERSION-$(recipe_key build_agnhost binary_on_python_base python_base \
+  debian_base --)"
 AGNHOST_IMAGE=${AGNHOST_IMAGE:-$(kueue_agnhost_image)}
 AGNHOST_IMAGE=${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:unknown}
 

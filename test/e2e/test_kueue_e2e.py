@@ -60,38 +60,23 @@ def suite_binary() -> Path:
 def test_kueues_trainjob_e2e_specs_pass_against_this_controller(
     e2e_cluster: Any, suite_binary: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    module_dir = thirdparty.kueue_manifests().module_dir
-    report, log = tmp_path / "report.json", tmp_path / "kueue-e2e.log"
-    env = kueue_e2e.environment(
+    report = tmp_path / "report.json"
+    environment = kueue_e2e.environment(
         os.environ,
         kubeconfig=Path(e2e_cluster.kubeconfig),
         agnhost_image=_printed("build-images.sh")["AGNHOST_IMAGE"],
-        module_dir=module_dir,
+        module_dir=thirdparty.kueue_manifests().module_dir,
         artifacts=tmp_path,
     )
-    with log.open("wb") as out:
-        done = subprocess.run(
-            kueue_e2e.command(suite_binary, report, timeout_s=SUITE_TIMEOUT_S),
-            env=env,
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=SUITE_TIMEOUT_S + 120,
-            check=False,
-        )
-    if not report.is_file():
-        tail = log.read_text(errors="replace")[-4000:]
-        pytest.fail(
-            f"the suite wrote no report (exit status {done.returncode}); its log ends:\n{tail}", pytrace=False
-        )
-    results = kueue_e2e.selected(upstream_e2e.read_report(report))
-    table = upstream_e2e.table(results, kueue_e2e.SPECS)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(
-            f"\nKueue's e2e ({len(results)} specs, exit status {done.returncode}; log: {log}):"
-        )
-        reporter.write_line(table)
-    found = upstream_e2e.problems(results, kueue_e2e.SPECS)
-    assert not found, "\n".join([*found, "", table, f"the suite's log: {log}"])
-    assert done.returncode == 0, f"every spec passed but the suite exited {done.returncode}; see {log}"
+    upstream_e2e.run_and_check(
+        kueue_e2e.command(suite_binary, report, timeout_s=SUITE_TIMEOUT_S),
+        report=report,
+        log=tmp_path / "kueue-e2e.log",
+        env=environment,
+        cwd=tmp_path,
+        timeout_s=SUITE_TIMEOUT_S + 120,
+        title="Kueue's e2e",
+        request=request,
+        specs=kueue_e2e.SPECS,
+        select=kueue_e2e.selected,
+    )

@@ -30,7 +30,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,28 @@ def kueue_binary() -> Path:
     return binary
 
 
+def _released_webhook_configurations(manifests: Path) -> Iterator[dict[str, Any]]:
+    """The webhook configurations of Kueue's ``config/components/webhook/manifests.yaml``."""
+    for doc in yaml.safe_load_all(manifests.read_text()):
+        if doc and doc.get("kind") in _WEBHOOK_CONFIGURATION_GVKS:
+            yield doc
+
+
+def _groups(hook: dict[str, Any]) -> set[str]:
+    """The API groups a webhook's rules name."""
+    return {g for rule in hook.get("rules") or () for g in rule.get("apiGroups", [])}
+
+
+def _prefixed(configuration: dict[str, Any], webhooks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The webhook configuration under the ``kueue-`` name of a release install, with these webhooks."""
+    return {
+        "apiVersion": configuration["apiVersion"],
+        "kind": configuration["kind"],
+        "metadata": {"name": f"{KUEUE_WEBHOOK_PREFIX}{configuration['metadata']['name']}"},
+        "webhooks": webhooks,
+    }
+
+
 def kueue_webhook_configurations(
     manifests: Path, *, port: int, ca_bundle: bytes, frameworks: Sequence[str] = KUEUE_FRAMEWORKS
 ) -> list[dict[str, Any]]:
@@ -131,13 +153,11 @@ def kueue_webhook_configurations(
     queued = {"matchExpressions": [{"key": KUEUE_QUEUE_LABEL, "operator": "Exists"}]}
     bundle = base64.b64encode(ca_bundle).decode()
     out = []
-    for doc in yaml.safe_load_all(manifests.read_text()):
-        if not doc or doc.get("kind") not in _WEBHOOK_CONFIGURATION_GVKS:
-            continue
+    for doc in _released_webhook_configurations(manifests):
         webhooks = []
         for original in doc.get("webhooks", []):
             rules = original.get("rules") or []
-            groups = {g for rule in rules for g in rule.get("apiGroups", [])}
+            groups = _groups(original)
             resources = {
                 (g, r) for rule in rules for g in rule.get("apiGroups", []) for r in rule["resources"]
             }
@@ -157,14 +177,7 @@ def kueue_webhook_configurations(
             hook.setdefault("timeoutSeconds", 10)
             webhooks.append(hook)
         if webhooks:
-            out.append(
-                {
-                    "apiVersion": doc["apiVersion"],
-                    "kind": doc["kind"],
-                    "metadata": {"name": f"{KUEUE_WEBHOOK_PREFIX}{doc['metadata']['name']}"},
-                    "webhooks": webhooks,
-                }
-            )
+            out.append(_prefixed(doc, webhooks))
     if not out:
         raise ClusterError(f"no Kueue webhook configurations in {manifests}")
     return out
@@ -439,23 +452,14 @@ def kind_webhook_patches(manifests: Path) -> list[dict[str, Any]]:
     """
     queued = {"matchExpressions": [{"key": KUEUE_QUEUE_LABEL, "operator": "Exists"}]}
     patches = []
-    for doc in yaml.safe_load_all(manifests.read_text()):
-        if not doc or doc.get("kind") not in _WEBHOOK_CONFIGURATION_GVKS:
-            continue
+    for doc in _released_webhook_configurations(manifests):
         hooks = []
         for hook in doc.get("webhooks") or ():
-            groups = {g for rule in hook.get("rules") or () for g in rule.get("apiGroups", [])}
+            groups = _groups(hook)
             if groups and groups != {KUEUE_GROUP}:
                 hooks.append({"name": hook["name"], "objectSelector": queued})
         if hooks:
-            patches.append(
-                {
-                    "apiVersion": doc["apiVersion"],
-                    "kind": doc["kind"],
-                    "metadata": {"name": f"{KUEUE_WEBHOOK_PREFIX}{doc['metadata']['name']}"},
-                    "webhooks": hooks,
-                }
-            )
+            patches.append(_prefixed(doc, hooks))
     if not patches:
         raise ClusterError(f"no job webhooks in {manifests}")
     return patches
