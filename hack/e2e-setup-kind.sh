@@ -19,7 +19,8 @@
 #   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
 #      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
 #   4. `kind load` the manager (plain and with the example plugin), JobSet, workload, Prometheus and example
-#      images, and the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md);
+#      images, the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md), and
+#      Kueue's and agnhost's (the program in the pods of Kueue's e2e specs);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
