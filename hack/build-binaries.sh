@@ -4,8 +4,8 @@
 #   hack/build-binaries.sh            build whatever is missing, print the bin directory
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
 #                                     kueue, trainer, upstream-render; and for the kind tier: kind,
-#                                     kubernetes-node, coredns, crictl, pause, upstream-e2e,
-#                                     scheduler-plugins; gotypes, the Go type table generator)
+#                                     kubernetes-node, coredns, crictl, pause, upstream-e2e, kueue-e2e,
+#                                     agnhost, scheduler-plugins; gotypes, the Go type table generator)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -48,6 +48,14 @@ upstream_render_dir="$cache/bin/upstream-render-$TRAINER_VERSION-$upstream_rende
 # hack/tools/upstream-e2e pins the suite's imports, so its files' hash names the directory too.
 upstream_e2e_hash=$(cd "$here/tools/upstream-e2e" && cat go.mod go.sum deps.go | sha256sum | cut -c1-12)
 upstream_e2e_dir="$cache/bin/upstream-e2e-$TRAINER_VERSION-$upstream_e2e_hash"
+# Kueue's own e2e suite (the package test/e2e/singlecluster of the Kueue module, unmodified, compiled by
+# `go test -c`), run against this project's manager on kind (test/e2e/test_kueue_e2e.py); named like
+# upstream-e2e, by the version and a hash of the wrapper hack/tools/kueue-e2e that pins its imports.
+kueue_e2e_hash=$(cd "$here/tools/kueue-e2e" && cat go.mod go.sum deps.go | sha256sum | cut -c1-12)
+kueue_e2e_dir="$cache/bin/kueue-e2e-$KUEUE_VERSION-$kueue_e2e_hash"
+# agnhost, the test program Kueue's specs run in their pods (k8s.io/kubernetes/test/images/agnhost of the
+# Kubernetes module this project pins, whose agnhost VERSION is the one Kueue's specs name).
+agnhost_dir="$cache/bin/agnhost-$KUBERNETES_VERSION-$(cd "$here/tools/agnhost" && cat go.mod go.sum | sha256sum | cut -c1-12)"
 # The kind tier: kind, and the node image's own binaries (hack/build-images.sh puts them into images).
 kind_dir="$cache/bin/kind-$KIND_VERSION"
 k8s_node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
@@ -72,6 +80,7 @@ print_dirs() {
   printf 'KUBERNETES_BIN=%s\nETCD_BIN=%s\nKWOK_BIN=%s\nJOBSET_BIN=%s\nHELM_BIN=%s\nKUEUE_BIN=%s\nTRAINER_BIN=%s\n' \
     "$k8s_dir" "$etcd_dir" "$kwok_dir" "$jobset_dir" "$helm_dir" "$kueue_dir" "$trainer_dir"
   printf 'UPSTREAM_RENDER_BIN=%s\nUPSTREAM_E2E_BIN=%s\n' "$upstream_render_dir" "$upstream_e2e_dir"
+  printf 'KUEUE_E2E_BIN=%s\nAGNHOST_BIN=%s\n' "$kueue_e2e_dir" "$agnhost_dir"
   printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
     "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
   printf 'GOTYPES_BIN=%s\nSCHEDULER_PLUGINS_BIN=%s\n' "$gotypes_dir" "$scheduler_plugins_dir"
@@ -213,6 +222,23 @@ build_upstream_e2e() {
   go test -c -trimpath -ldflags "-s -w" -o "$OUT/e2e.test" github.com/kubeflow/trainer/v2/test/e2e
 }
 
+# Kueue's e2e suite as a test binary: the package of the Kueue module in the Go module cache, as it is
+# there, with the dependency versions the wrapper pins (Kueue's own).
+build_kueue_e2e() {
+  cd "$here/tools/kueue-e2e"
+  go test -c -trimpath -ldflags "-s -w" -o "$OUT/e2e.test" sigs.k8s.io/kueue/test/e2e/singlecluster
+}
+
+# agnhost from the Kubernetes module, through a wrapper of its own (hack/tools/agnhost: the Kubernetes
+# wrapper's replacements, with the go.sum entries of agnhost's own imports), stamped with the version its
+# directory's VERSION file gives, as the image upstream publishes is.
+build_agnhost() {
+  cd "$here/tools/agnhost"
+  local dir; dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost
+  go build -trimpath -ldflags "-s -w -X main.Version=$(cat "$dir/VERSION")" -o "$OUT/agnhost" \
+    k8s.io/kubernetes/test/images/agnhost
+}
+
 # The node's own Kubernetes binaries, from the same wrapper and build cache as the control plane's.
 build_kubernetes_node() {
   cd "$here/tools/k8s"
@@ -269,7 +295,7 @@ build_gotypes() {  # this repository's own tool, from the same pinned modules as
 }
 
 all_components="etcd kubernetes kwok jobset helm kueue trainer upstream-render kind kubernetes-node coredns crictl pause"
-all_components+=" upstream-e2e gotypes scheduler-plugins"
+all_components+=" upstream-e2e kueue-e2e agnhost gotypes scheduler-plugins"
 # Components named on the command line, or all of them.
 only=" ${*:-$all_components} "
 for n in "$@"; do
@@ -293,6 +319,8 @@ wanted coredns && ! complete "$coredns_dir" coredns && need+=(coredns)
 wanted crictl && ! complete "$crictl_dir" crictl && need+=(crictl)
 wanted pause && ! complete "$pause_dir" pause && need+=(pause)
 wanted upstream-e2e && ! complete "$upstream_e2e_dir" e2e.test && need+=(upstream-e2e)
+wanted kueue-e2e && ! complete "$kueue_e2e_dir" e2e.test && need+=(kueue-e2e)
+wanted agnhost && ! complete "$agnhost_dir" agnhost && need+=(agnhost)
 wanted gotypes && ! complete "$gotypes_dir" gotypes && need+=(gotypes)
 wanted scheduler-plugins && ! complete "$scheduler_plugins_dir" kube-scheduler controller && need+=(scheduler-plugins)
 
@@ -314,6 +342,8 @@ if (( ${#need[@]} )); then
       crictl) build crictl "$crictl_dir" build_crictl ;;
       pause) build pause "$pause_dir" build_pause ;;
       upstream-e2e) build upstream-e2e "$upstream_e2e_dir" build_upstream_e2e ;;
+      kueue-e2e) build kueue-e2e "$kueue_e2e_dir" build_kueue_e2e ;;
+      agnhost) build agnhost "$agnhost_dir" build_agnhost ;;
       gotypes) build gotypes "$gotypes_dir" build_gotypes ;;
       scheduler-plugins) build scheduler-plugins "$scheduler_plugins_dir" build_scheduler_plugins ;;
     esac

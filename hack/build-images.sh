@@ -3,7 +3,7 @@
 # the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
 #
 #   hack/build-images.sh              build what is missing (node, jobset, manager, plugin, workload,
-#                                     prometheus, examples, upstream, scheduler-plugins)
+#                                     prometheus, examples, upstream, kueue, agnhost, scheduler-plugins)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
@@ -30,6 +30,12 @@
 #             and runtimes use, as test/e2e/upstream/images lists them: the Python base or an example image
 #             tagged as it is, or a directory of test/e2e/upstream/ built on the Python base
 #             (test/e2e/upstream/README.md says what each does for which spec)
+#   kueue     Kueue's manager (KUEUE_IMAGE): the kueue binary hack/build-binaries.sh builds from its Go module
+#             (KUEUE_VERSION) as /manager on the Python base, run as 65532 as Kueue's own image is, for
+#             Kueue's own manifests (hack/e2e-setup-kind.sh installs them)
+#   agnhost   Kubernetes' agnhost test program (AGNHOST_IMAGE) at /agnhost on the Python base, tagged with the
+#             name and tag Kueue's e2e specs run (its hack/testing/agnhost/Dockerfile, without the digest,
+#             as Kueue's CI tags it); refused when the Kubernetes module's agnhost VERSION is another
 #   scheduler-plugins  scheduler-plugins' scheduler (SCHEDULER_PLUGINS_IMAGE: /bin/kube-scheduler, the
 #             Coscheduling plugin compiled in) and its PodGroup controller (SCHEDULER_PLUGINS_CONTROLLER_IMAGE:
 #             /bin/controller), as its build/scheduler and build/controller Dockerfiles lay them out, on the
@@ -368,6 +374,50 @@ build_upstream() {
   done < <(upstream_list)
 }
 
+# -------------------------------------------------------------------------------------------- kueue
+
+# binary_on_python_base TAG BINARY PATH [USER]: BINARY at PATH (its entrypoint) on the Python base, whose
+# layers the node has already (the images are loaded together).
+binary_on_python_base() {
+  local tag=$1 binary=$2 path=$3 user=${4:-} ctx="$work/ctx-binary"
+  rm -rf "$ctx"; mkdir -p "$ctx"
+  cp "$binary" "$ctx/binary"
+  {
+    echo "FROM $(python_base)"
+    echo "COPY binary $path"
+    [[ -z "$user" ]] || echo "USER $user"
+    echo "ENTRYPOINT [\"$path\"]"
+  } | docker build --network none --tag "$tag" -f - "$ctx"
+  rm -rf "$ctx"
+}
+
+# Kueue's manifests run /manager as a non-root user, as Kueue's own image does.
+build_kueue() {
+  [[ -x "$KUEUE_BIN/kueue" ]] || die "$KUEUE_BIN/kueue is missing (run: hack/build-binaries.sh kueue)"
+  binary_on_python_base "$KUEUE_IMAGE" "$KUEUE_BIN/kueue" /manager 65532:65532
+}
+
+build_agnhost() {
+  [[ -x "$AGNHOST_BIN/agnhost" ]] || die "$AGNHOST_BIN/agnhost is missing (run: hack/build-binaries.sh agnhost)"
+  local version; version=$("$AGNHOST_BIN/agnhost" --version 2>/dev/null | awk '{print $NF}')
+  [[ ${AGNHOST_IMAGE##*:} == "$version" ]] ||
+    die "Kueue's specs run $AGNHOST_IMAGE, the agnhost of Kubernetes $KUBERNETES_VERSION is $version"
+  binary_on_python_base "$agnhost_cached" "$AGNHOST_BIN/agnhost" /agnhost
+}
+
+# The agnhost image Kueue's specs name: the FROM line of hack/testing/agnhost/Dockerfile in the Kueue module
+# (KUEUE_VERSION, as hack/tools/kueue pins it), without its digest.
+kueue_agnhost_image() {
+  local dir
+  dir=$(cd "$here/tools/kueue" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/kueue 2>/dev/null) || dir=""
+  if [[ -z "$dir" || ! -f "$dir/hack/testing/agnhost/Dockerfile" ]]; then
+    (cd "$here/tools/kueue" && GOFLAGS=-mod=mod go mod download sigs.k8s.io/kueue) >/dev/null 2>&1 || true
+    dir=$(cd "$here/tools/kueue" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/kueue 2>/dev/null) || dir=""
+  fi
+  [[ -n "$dir" && -f "$dir/hack/testing/agnhost/Dockerfile" ]] || return 0
+  awk 'toupper($1) == "FROM" {print $2; exit}' "$dir/hack/testing/agnhost/Dockerfile" | sed 's/@.*//'
+}
+
 # ---------------------------------------------------------------------------------------------- names
 
 # What each recipe is made of: the text of the functions that build it (not the whole of this script, so
@@ -401,6 +451,13 @@ scheduler_plugins_key=$( { recipe_key build_scheduler_plugins python_base debian
   bash "$here/build-binaries.sh" --print | grep '^SCHEDULER_PLUGINS_BIN='; } | sha256sum | cut -c1-12)
 SCHEDULER_PLUGINS_IMAGE=${SCHEDULER_PLUGINS_IMAGE:-trainer-e2e/scheduler-plugins-scheduler:$SCHEDULER_PLUGINS_VERSION-$scheduler_plugins_key}
 SCHEDULER_PLUGINS_CONTROLLER_IMAGE=${SCHEDULER_PLUGINS_CONTROLLER_IMAGE:-trainer-e2e/scheduler-plugins-controller:$SCHEDULER_PLUGINS_VERSION-$scheduler_plugins_key}
+kueue_key=$(recipe_key build_kueue binary_on_python_base python_base debian_base --)
+KUEUE_IMAGE=${KUEUE_IMAGE:-trainer-e2e/kueue:$KUEUE_VERSION-$kueue_key}
+# Built under a content key (the cache), tagged with the name Kueue's specs use.
+agnhost_cached="trainer-e2e/agnhost:$KUBERNETES_VERSION-$(recipe_key build_agnhost binary_on_python_base python_base \
+  debian_base --)"
+AGNHOST_IMAGE=${AGNHOST_IMAGE:-$(kueue_agnhost_image)}
+AGNHOST_IMAGE=${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:unknown}
 
 # The example images: the name the examples use (the package's version as the tag, so that a kubelet never
 # pulls it), and a cache key per directory.
@@ -428,12 +485,13 @@ if [[ "${1:-}" == "--print" ]]; then
   printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
     "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
   printf 'PROMETHEUS_IMAGE=%s\nPLUGIN_IMAGE=%s\nUPSTREAM_IMAGES="%s"\n' "$PROMETHEUS_IMAGE" "$PLUGIN_IMAGE" "$UPSTREAM_IMAGES"
+  printf 'KUEUE_IMAGE=%s\nAGNHOST_IMAGE=%s\n' "$KUEUE_IMAGE" "$AGNHOST_IMAGE"
   printf 'SCHEDULER_PLUGINS_IMAGE=%s\nSCHEDULER_PLUGINS_CONTROLLER_IMAGE=%s\n' "$SCHEDULER_PLUGINS_IMAGE" \
     "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE"
   exit 0
 fi
 
-all="node jobset manager plugin workload prometheus examples upstream scheduler-plugins"
+all="node jobset manager plugin workload prometheus examples upstream kueue agnhost scheduler-plugins"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -448,10 +506,15 @@ for n in $all; do
   wanted "$n" || continue
   if [[ $n == examples ]]; then build_examples; continue; fi
   if [[ $n == upstream ]]; then build_upstream; say "upstream: $UPSTREAM_IMAGES"; continue; fi
+  if [[ $n == agnhost ]]; then
+    if exists "$agnhost_cached"; then say "agnhost: $agnhost_cached (cached)"; else timed agnhost build_agnhost; fi
+    docker tag "$agnhost_cached" "$AGNHOST_IMAGE"
+    continue
+  fi
   case $n in
     node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
     manager) image=$TRAINER_IMAGE ;; plugin) image=$PLUGIN_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
-    prometheus) image=$PROMETHEUS_IMAGE ;;
+    prometheus) image=$PROMETHEUS_IMAGE ;; kueue) image=$KUEUE_IMAGE ;;
     scheduler-plugins) image=$SCHEDULER_PLUGINS_IMAGE ;;  # built after the controller's
   esac
   if exists "$image"; then say "$n: $image (cached)"; continue; fi

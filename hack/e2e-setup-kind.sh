@@ -19,7 +19,8 @@
 #   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
 #      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
 #   4. `kind load` the manager (plain and with the example plugin), JobSet, workload, Prometheus and example
-#      images, and the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md);
+#      images, the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md), and
+#      Kueue's and agnhost's (the program in the pods of Kueue's e2e specs);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   5b. scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler (install_scheduler_plugins): the
@@ -35,7 +36,11 @@
 #      docs/status-server.md tell users; the kustomize
 #      install runs the plain manager image with the shipped Configuration;
 #   7. wait: JobSet's Pods Ready, our Deployment Available, our validating webhook answering through its
-#      Service (hack/e2e_paths.py wait-serving, the check the suite's fixture makes).
+#      Service (hack/e2e_paths.py wait-serving, the check the suite's fixture makes);
+#   8. Kueue $KUEUE_VERSION from its own manifests (config/default of its Go module) with the image built
+#      here, through an overlay (hack/e2e_paths.py kueue-overlay, test/support/kueue.py) that sets only the
+#      image, the integrations of its Configuration (KUEUE_INTEGRATIONS), its CPU request and an object
+#      selector on its job webhooks; then wait for its Deployment and its webhook (wait-kueue).
 #
 # Environment:
 #   KIND_CLUSTER_NAME  cluster name (default trainer-e2e-kind)
@@ -45,6 +50,8 @@
 #   MANAGER_REPLICAS   replicas of our Deployment (default 2: leader election is exercised)
 #   PYTEST_ARGS        extra pytest arguments for `test`, e.g. "-k allreduce -x"
 #   TRAINER_SERVING_TIMEOUT  seconds step 7 waits for our webhook to answer (default 300)
+#   KUEUE_INTEGRATIONS  Kueue's integrations.frameworks, comma-separated (step 8; default
+#                      trainer.kubeflow.org/trainjob, Kueue's TrainJob integration)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,7 +107,7 @@ bash "$here/docker-engine.sh"
 say "preparing the virtualenv (make venv)"
 make -C "$repo" --no-print-directory venv >/dev/null
 bash "$here/build-binaries.sh" etcd kubernetes jobset helm kind kubernetes-node coredns crictl pause \
-  upstream-e2e scheduler-plugins >/dev/null
+  upstream-e2e kueue agnhost kueue-e2e scheduler-plugins >/dev/null
 bash "$here/build-images.sh"
 eval "$(bash "$here/build-images.sh" --print)"
 mkdir -p "$artifacts"
@@ -180,8 +187,9 @@ for image in "$TRAINER_IMAGE" "$PLUGIN_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" 
   "$kind" load docker-image "$image" --name "$name" >/dev/null
 done
 # One `kind load` for all of them: most share the Python base's layers, saved and imported once.
+# Kueue's and agnhost's images are on the same base.
 # shellcheck disable=SC2086 # UPSTREAM_IMAGES is a list of names, split on purpose
-"$kind" load docker-image $UPSTREAM_IMAGES --name "$name" >/dev/null
+"$kind" load docker-image $UPSTREAM_IMAGES "$KUEUE_IMAGE" "$AGNHOST_IMAGE" --name "$name" >/dev/null
 
 relative() { "$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
 
@@ -335,6 +343,21 @@ else
     install_trainer "$install"
   fi
 fi
+
+# 8. Kueue, as its docs tell users to install it, with the TrainJob integration on. After the Trainer: the
+# integration waits for the TrainJob API to be served.
+install_kueue() {
+  local overlay="$artifacts/kueue" start=$SECONDS
+  rm -rf "$overlay"
+  "$python" "$here/e2e_paths.py" kueue-overlay --out "$overlay" --image "$KUEUE_IMAGE" \
+    --frameworks "${KUEUE_INTEGRATIONS:-trainer.kubeflow.org/trainjob}"
+  say "installing Kueue $KUEUE_VERSION (integrations: ${KUEUE_INTEGRATIONS:-trainer.kubeflow.org/trainjob})"
+  k apply --server-side --force-conflicts -k "$overlay" >/dev/null
+  k -n kueue-system rollout status deployment/kueue-controller-manager --timeout=5m
+  "$python" "$here/e2e_paths.py" wait-kueue --kubeconfig "$kubeconfig" --timeout 300
+  say "Kueue serves ($((SECONDS - start)) s)"
+}
+install_kueue
 
 trap - ERR
 say "cluster $name is ready; the manager's log: $kubectl -n $manager_namespace logs deployment/$manager_deployment"

@@ -30,6 +30,17 @@ go mod edit -require="k8s.io/kubernetes@$KUBERNETES_VERSION" \
   -tool=k8s.io/kubernetes/cmd/kube-scheduler -tool=k8s.io/kubernetes/cmd/kubectl
 go mod tidy
 
+# agnhost (Kueue's e2e specs run it): the Kubernetes wrapper's replacements, agnhost as the only tool.
+fresh "$here/agnhost" github.com/kubeflow-trainer-py/hack/tools/agnhost
+cp "$here/k8s/go.mod" "$here/agnhost/go.mod"
+cd "$here/agnhost"
+go mod edit -module=github.com/kubeflow-trainer-py/hack/tools/agnhost -droptool=k8s.io/kubernetes/cmd/kube-apiserver \
+  -droptool=k8s.io/kubernetes/cmd/kube-controller-manager -droptool=k8s.io/kubernetes/cmd/kube-scheduler \
+  -droptool=k8s.io/kubernetes/cmd/kubectl -droptool=k8s.io/kubernetes/cmd/kubelet \
+  -droptool=k8s.io/kubernetes/cmd/kubeadm -droptool=k8s.io/kubernetes/cmd/kube-proxy \
+  -tool=k8s.io/kubernetes/test/images/agnhost
+go mod tidy
+
 fresh "$here/etcd" github.com/kubeflow-trainer-py/hack/tools/etcd
 cd "$here/etcd" && go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION" && go mod tidy
 
@@ -118,3 +129,8 @@ echo "wrappers regenerated; commit hack/tools/*/go.mod and go.sum"
 cd "$here/upstream-e2e" && rm -f go.mod go.sum && go mod init github.com/kubeflow-trainer-py/hack/tools/upstream-e2e >/dev/null 2>&1 &&
   go mod edit -go=1.26.0 && cp "$here/trainer/go.sum" go.sum &&
   sed -n '/^require (/,/^)/p' "$here/trainer/go.mod" | sed 's# // indirect##' >> go.mod && go mod tidy
+
+# kueue-e2e: deps.go (kept; update its list when Kueue's test/e2e/singlecluster imports change) names what
+# Kueue's suite imports; requiring the Kueue release, `go mod tidy` pins them at the versions Kueue requires.
+fresh "$here/kueue-e2e" github.com/kubeflow-trainer-py/hack/tools/kueue-e2e
+cd "$here/kueue-e2e" && go mod edit -require="sigs.k8s.io/kueue@$KUEUE_VERSION" && go mod tidy

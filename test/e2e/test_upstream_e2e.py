@@ -158,29 +158,13 @@ def test_upstreams_e2e_suite_passes_against_this_controller(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    report, log = tmp_path / "report.json", tmp_path / "upstream-e2e.log"
-    with log.open("wb") as out:
-        done = subprocess.run(
-            upstream_e2e.command(suite_binary, report, timeout_s=SUITE_TIMEOUT_S),
-            env={**os.environ, "KUBECONFIG": str(e2e_cluster.kubeconfig)},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=SUITE_TIMEOUT_S + 120,
-            check=False,
-        )
-    if not report.is_file():
-        tail = log.read_text(errors="replace")[-4000:]
-        pytest.fail(
-            f"the suite wrote no report (exit status {done.returncode}); its log ends:\n{tail}", pytrace=False
-        )
-    results = upstream_e2e.read_report(report)
-    table = upstream_e2e.table(results)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(
-            f"\nupstream e2e ({len(results)} specs, exit status {done.returncode}; log: {log}):"
-        )
-        reporter.write_line(table)
-    found = upstream_e2e.problems(results)
-    assert not found, "\n".join([*found, "", table, f"the suite's log: {log}"])
-    assert done.returncode == 0, f"every spec passed but the suite exited {done.returncode}; see {log}"
+    report = tmp_path / "report.json"
+    upstream_e2e.run_and_check(
+        upstream_e2e.command(suite_binary, report, timeout_s=SUITE_TIMEOUT_S),
+        report=report,
+        log=tmp_path / "upstream-e2e.log",
+        env={**os.environ, "KUBECONFIG": str(e2e_cluster.kubeconfig)},
+        timeout_s=SUITE_TIMEOUT_S + 120,
+        title="upstream e2e",
+        request=request,
+    )

@@ -28,10 +28,12 @@ naming the field) or not (``failed calling webhook``); nothing is ever created b
 
 - **Kueue** (``test/e2e/test_kueue.py``). kwok: the ``kueue`` binary as a host process
   (``support.kueue`` ``start_kueue``/``stop_kueue``: URL webhooks on 127.0.0.1, the TrainJob integration).
-  kind: not run, the tests skip (:data:`KUEUE_ON_KIND`); see :func:`running_kueue`. A ``kueue`` binary
-  or Kueue manifests missing on this machine is a missing prerequisite (:class:`KueueMissing`), as Go is
-  for the whole tier: the tests skip with the reason locally and fail under ``CI`` or
-  ``TRAINER_REQUIRE_CLUSTER`` (``test/conftest.py``'s ``prerequisite``).
+  kind: the Deployment ``kueue-system/kueue-controller-manager`` that ``hack/e2e-setup-kind.sh``
+  installed from Kueue's own manifests (the image built from its Go module, the TrainJob integration);
+  see :func:`running_kueue`. A ``kueue`` binary or Kueue manifests missing on this machine (kwok), or no
+  Kueue installed (kind), is a missing prerequisite (:class:`KueueMissing`), as Go is for the whole tier:
+  the tests skip with the reason locally and fail under ``CI`` or ``TRAINER_REQUIRE_CLUSTER``
+  (``test/conftest.py``'s ``prerequisite``).
 
 What the pods do is not a difference of the controller's path but of the nodes: kwok's stages play a pod's
 lifecycle on a timer, kind runs containers. Tests that rely on stages say so themselves and skip on kind.
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import yaml
 
 from controller.client.client import Client
@@ -65,10 +68,6 @@ MANAGER_NAME = "kubeflow-trainer-controller-manager"
 CONFIG_MAP = "kubeflow-trainer-config"
 CONFIG_KEY = "controller_manager_config.yaml"
 """The ConfigMap of an installed manager's Configuration, and its key (mounted at ``/<key>``)."""
-
-CONFIG_MAP = "kubeflow-trainer-config"
-CONFIG_KEY = "controller_manager_config.yaml"
-"""The installed manager's Configuration: the ConfigMap its Deployment mounts, and the file in it."""
 
 FLAVOURS = ("kwok", "kind")
 DEPLOYMENT_GVK = GVK("apps", "v1", "Deployment")
@@ -310,26 +309,42 @@ class KueueMissing(KueueUnavailable):
     """
 
 
-KUEUE_ON_KIND = (
-    "Kueue is not installed on the kind path: in kind it would have to run in-cluster from Kueue's image, "
-    "which hack/e2e-setup-kind.sh neither pulls nor builds (it loads only the Trainer image), and a Kueue "
-    "on the host cannot serve kind's kube-apiserver on 127.0.0.1 (it runs in a container)"
+KUEUE_NOT_ON_KIND = (
+    f"no Kueue in the kind cluster (Deployment {kueue.KUEUE_NAMESPACE}/{kueue.KIND_DEPLOYMENT}): "
+    "hack/e2e-setup-kind.sh up installs it"
 )
 
 
 @contextlib.contextmanager
-def running_kueue(flavour: str, *, cluster_name: str) -> Iterator[Any]:
+def running_kueue(flavour: str, *, cluster_name: str, kubeconfig: Path | None = None) -> Iterator[Any]:
     """Kueue with the TrainJob integration for the session's cluster, for as long as the ``with`` block runs.
 
     - kwok: ``support.kueue`` ``start_kueue`` (the Kueue and Trainer CRDs, the host process, its webhook
       configurations), stopped afterwards (the configurations removed). A Kueue that ``kueue-up`` left
       running for the cluster is used as it is and left running. Yields ``support.kueue.KueueProcess``.
-    - kind: :class:`KueueUnavailable` (:data:`KUEUE_ON_KIND`).
+    - kind (``kubeconfig`` required): the Kueue ``hack/e2e-setup-kind.sh`` installed, once it serves; left
+      running. Yields ``support.kueue.InstalledKueue`` (its image and integrations, as installed); none
+      installed is :class:`KueueMissing` (:data:`KUEUE_NOT_ON_KIND`).
     - kwok without the ``kueue`` binary of the pinned version, or without Kueue's manifests:
       :class:`KueueMissing`, naming the build command (checked before anything is started).
     """
     if flavour == "kind":
-        raise KueueUnavailable(KUEUE_ON_KIND)
+        if kubeconfig is None:
+            raise ValueError("running_kueue on kind needs the cluster's kubeconfig")
+        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        try:
+            installed = kueue.installed_kueue(
+                kubernetes.client.AppsV1Api(api), kubernetes.client.CoreV1Api(api)
+            )
+            if installed is None:
+                raise KueueMissing(KUEUE_NOT_ON_KIND)
+            kueue.wait_until_kind_kueue_serving(
+                kubernetes.client.CustomObjectsApi(api), kubernetes.client.AppsV1Api(api), timeout=120.0
+            )
+        finally:
+            api.close()
+        yield installed
+        return
     if flavour != "kwok":
         raise ValueError(f"unknown e2e cluster flavour {flavour!r} (one of {', '.join(FLAVOURS)})")
     existing = kueue.kueue_process(cluster_name)

@@ -14,6 +14,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from kubernetes.stream import stream
 
 from runtime.api import constants
 
@@ -123,3 +124,35 @@ def wait_finished(
     if logs is not None:  # a Pod that ended between the last read of logs and that of the condition
         read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
     return result
+
+
+HOLD_FILE = "/tmp/release"
+HOLD_COMMAND = ("sh", "-c", f"trap 'exit 143' TERM; until [ -e {HOLD_FILE} ]; do sleep 0.2; done")
+"""A trainer command that keeps its Pod Running until :func:`release` creates :data:`HOLD_FILE` in it (then
+it exits 0); SIGTERM ends it at once, so a suspended or preempted TrainJob's Pods go without the grace
+period."""
+
+
+def running_pods(e2e_cluster: Any, namespace: str, name: str) -> list[Any]:
+    """The TrainJob's Pods, once each is Running and none is being deleted (AssertionError until then)."""
+    pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    assert pods, f"TrainJob {namespace}/{name} has no Pods yet"
+    for pod in pods:
+        assert pod.metadata.deletion_timestamp is None, f"Pod {pod.metadata.name} is being deleted"
+        assert pod.status.phase == "Running", f"Pod {pod.metadata.name} is {pod.status.phase}"
+    return list(pods)
+
+
+def release(e2e_cluster: Any, namespace: str, pods: list[Any]) -> None:
+    """Let Pods running :data:`HOLD_COMMAND` end: create :data:`HOLD_FILE` in each (``kubectl exec``)."""
+    for pod in pods:
+        stream(
+            e2e_cluster.core.connect_get_namespaced_pod_exec,
+            pod.metadata.name,
+            namespace,
+            command=["touch", HOLD_FILE],
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+        )

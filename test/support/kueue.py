@@ -1,4 +1,4 @@
-"""Kueue as a host process of the kwok cluster, for the e2e tests of its TrainJob integration.
+"""Kueue for the e2e tests of its TrainJob integration: a host process of kwok's cluster, or in kind.
 
 Kueue (``sigs.k8s.io/kueue`` at ``KUEUE_VERSION``, the ``kueue`` binary ``hack/build-binaries.sh`` builds)
 runs against a running cluster. Neither ``up`` nor the demo starts it: ``python hack/cluster.py
@@ -12,6 +12,12 @@ kinds and TrainJobs labelled ``kueue.x-k8s.io/queue-name`` (:func:`kueue_webhook
 
 Go origin: Kueue's install (``config/components/{crd,webhook}``) rewired for a controller outside the
 cluster. Deliberately missing: MultiKueue, the visibility server, Kueue's other integrations.
+
+In kind (the last section), Kueue runs as its users run it: ``hack/e2e-setup-kind.sh`` applies Kueue's own
+``config/default`` from the Go module through the overlay :func:`write_kind_overlay` writes (the image built
+here, the TrainJob integration, a small CPU request, the job webhooks narrowed as above), with Kueue's
+ServiceAccount, RBAC, internal certificates, leader election and visibility server as shipped;
+:func:`wait_until_kind_kueue_serving` is the readiness both the script and the tests wait for.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from cryptography import x509
+from kubernetes import client as kubernetes_client
 
 from controller.client.errors import ApiError, NotFound, TransportError
 from controller.client.gvk import GVK
@@ -103,6 +111,28 @@ def kueue_binary() -> Path:
     return binary
 
 
+def _released_webhook_configurations(manifests: Path) -> Iterator[dict[str, Any]]:
+    """The webhook configurations of Kueue's ``config/components/webhook/manifests.yaml``."""
+    for doc in yaml.safe_load_all(manifests.read_text()):
+        if doc and doc.get("kind") in _WEBHOOK_CONFIGURATION_GVKS:
+            yield doc
+
+
+def _groups(hook: dict[str, Any]) -> set[str]:
+    """The API groups a webhook's rules name."""
+    return {g for rule in hook.get("rules") or () for g in rule.get("apiGroups", [])}
+
+
+def _prefixed(configuration: dict[str, Any], webhooks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The webhook configuration under the ``kueue-`` name of a release install, with these webhooks."""
+    return {
+        "apiVersion": configuration["apiVersion"],
+        "kind": configuration["kind"],
+        "metadata": {"name": f"{KUEUE_WEBHOOK_PREFIX}{configuration['metadata']['name']}"},
+        "webhooks": webhooks,
+    }
+
+
 def kueue_webhook_configurations(
     manifests: Path, *, port: int, ca_bundle: bytes, frameworks: Sequence[str] = KUEUE_FRAMEWORKS
 ) -> list[dict[str, Any]]:
@@ -123,13 +153,11 @@ def kueue_webhook_configurations(
     queued = {"matchExpressions": [{"key": KUEUE_QUEUE_LABEL, "operator": "Exists"}]}
     bundle = base64.b64encode(ca_bundle).decode()
     out = []
-    for doc in yaml.safe_load_all(manifests.read_text()):
-        if not doc or doc.get("kind") not in _WEBHOOK_CONFIGURATION_GVKS:
-            continue
+    for doc in _released_webhook_configurations(manifests):
         webhooks = []
         for original in doc.get("webhooks", []):
             rules = original.get("rules") or []
-            groups = {g for rule in rules for g in rule.get("apiGroups", [])}
+            groups = _groups(original)
             resources = {
                 (g, r) for rule in rules for g in rule.get("apiGroups", []) for r in rule["resources"]
             }
@@ -149,14 +177,7 @@ def kueue_webhook_configurations(
             hook.setdefault("timeoutSeconds", 10)
             webhooks.append(hook)
         if webhooks:
-            out.append(
-                {
-                    "apiVersion": doc["apiVersion"],
-                    "kind": doc["kind"],
-                    "metadata": {"name": f"{KUEUE_WEBHOOK_PREFIX}{doc['metadata']['name']}"},
-                    "webhooks": webhooks,
-                }
-            )
+            out.append(_prefixed(doc, webhooks))
     if not out:
         raise ClusterError(f"no Kueue webhook configurations in {manifests}")
     return out
@@ -390,6 +411,190 @@ def stop_kueue(name: str = DEFAULT_NAME) -> None:
             finally:
                 client.close()
     _kueue_state(name).unlink(missing_ok=True)
+
+
+# -------------------------------------------------------------------------------------- Kueue in kind
+
+KIND_DEPLOYMENT = "kueue-controller-manager"
+"""Kueue's Deployment in :data:`KUEUE_NAMESPACE`, as its ``config/default`` names it (and its e2e suite
+waits for it)."""
+KIND_CONFIG_MAP = "kueue-manager-config"
+KIND_CONFIG_KEY = "controller_manager_config.yaml"
+"""The ConfigMap of Kueue's Configuration in its install, and its key (mounted at ``/<key>``)."""
+KIND_RELEASED_IMAGE = "us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue"
+"""The image ``config/components/manager`` of Kueue's module names; the overlay replaces it."""
+KUEUE_DEFAULT_DIR = "config/default"
+KUEUE_MANAGER_CONFIG = "config/components/manager/controller_manager_config.yaml"
+KIND_CONFIG_HASH_ANNOTATION = "trainer-e2e.kubeflow.org/configuration"
+KIND_MANAGER_CPU = "50m"
+"""The manager's CPU request in the overlay (Kueue's manifests ask for 500m, a quarter of a small node)."""
+
+
+def kind_configuration(shipped: dict[str, Any], frameworks: Sequence[str]) -> dict[str, Any]:
+    """Kueue's shipped Configuration with ``integrations.frameworks`` set to ``frameworks``; nothing else
+    changes (leader election, internal certificates, the webhook, health and metrics ports as shipped)."""
+    configuration = dict(shipped)
+    configuration["integrations"] = {**(shipped.get("integrations") or {}), "frameworks": list(frameworks)}
+    return configuration
+
+
+def kind_webhook_patches(manifests: Path) -> list[dict[str, Any]]:
+    """Strategic-merge patches of Kueue's two webhook configurations (after its ``kueue-`` name prefix):
+    every webhook of a job kind (any group other than Kueue's own) selects only objects labelled
+    ``kueue.x-k8s.io/queue-name``.
+
+    As shipped, every Pod, Job, JobSet, Deployment, StatefulSet and TrainJob created anywhere but in
+    kube-system and kueue-system goes through Kueue's webhooks (``failurePolicy: Fail``), those of disabled
+    integrations too (no-op handlers), and every TrainJob gets Kueue's (empty) runtime patch. With the
+    selector only objects meant for Kueue reach it, so the rest of the kind tier neither depends on Kueue
+    being up nor sees its defaults; this is the same narrowing the kwok path makes
+    (:func:`kueue_webhook_configurations`). Kueue's own kinds keep their webhooks as they are.
+    """
+    queued = {"matchExpressions": [{"key": KUEUE_QUEUE_LABEL, "operator": "Exists"}]}
+    patches = []
+    for doc in _released_webhook_configurations(manifests):
+        hooks = []
+        for hook in doc.get("webhooks") or ():
+            groups = _groups(hook)
+            if groups and groups != {KUEUE_GROUP}:
+                hooks.append({"name": hook["name"], "objectSelector": queued})
+        if hooks:
+            patches.append(_prefixed(doc, hooks))
+    if not patches:
+        raise ClusterError(f"no job webhooks in {manifests}")
+    return patches
+
+
+def write_kind_overlay(
+    directory: Path, *, module_dir: Path, image: str, frameworks: Sequence[str] = KUEUE_FRAMEWORKS
+) -> Path:
+    """A kustomize overlay of Kueue's ``config/default`` (in the Go module at ``module_dir``) for kind, in
+    ``directory``; returns it. What it changes, and nothing else:
+
+    - the image: ``image``, built here, with ``imagePullPolicy: IfNotPresent`` (the manifests say
+      ``Always``; the node has the image and no registry), as Kueue's own e2e overlay does;
+    - the Configuration: Kueue's ``controller_manager_config.yaml`` with ``integrations.frameworks`` set to
+      ``frameworks`` (the TrainJob integration, ``trainer.kubeflow.org/trainjob``, as Kueue's docs tell
+      users to enable it);
+    - the manager's CPU request (:data:`KIND_MANAGER_CPU`), and an annotation of its pod template with a
+      hash of the Configuration (:data:`KIND_CONFIG_HASH_ANNOTATION`), so that applying another one rolls
+      the Deployment (Kueue reads its Configuration once, at start);
+    - the job webhooks' object selector (:func:`kind_webhook_patches`).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    shipped = yaml.safe_load((module_dir / KUEUE_MANAGER_CONFIG).read_text())
+    configuration = yaml.safe_dump(kind_configuration(shipped, frameworks))
+    (directory / KIND_CONFIG_KEY).write_text(configuration)
+    patch_files = []
+    for patch in kind_webhook_patches(module_dir / thirdparty.KUEUE_WEBHOOK_MANIFESTS):
+        name = f"{patch['metadata']['name']}.yaml"
+        (directory / name).write_text(yaml.safe_dump(patch))
+        patch_files.append(name)
+    repository, _, tag = image.rpartition(":")
+    deployment_patch = [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/imagePullPolicy",
+            "value": "IfNotPresent",
+        },
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/resources/requests/cpu",
+            "value": KIND_MANAGER_CPU,
+        },
+        {
+            "op": "add",
+            "path": "/spec/template/metadata/annotations/" + KIND_CONFIG_HASH_ANNOTATION.replace("/", "~1"),
+            "value": hashlib.sha256(configuration.encode()).hexdigest()[:12],
+        },
+    ]
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(module_dir / KUEUE_DEFAULT_DIR, directory)],
+        "images": [{"name": KIND_RELEASED_IMAGE, "newName": repository, "newTag": tag}],
+        "configMapGenerator": [
+            {
+                "name": KIND_CONFIG_MAP,
+                "namespace": KUEUE_NAMESPACE,
+                "behavior": "merge",
+                "files": [KIND_CONFIG_KEY],
+            }
+        ],
+        "patches": [
+            {
+                "target": {"kind": "Deployment", "name": KIND_DEPLOYMENT},
+                "patch": yaml.safe_dump(deployment_patch),
+            },
+            *({"path": name} for name in patch_files),
+        ],
+    }
+    header = "# Written by hack/e2e-setup-kind.sh (support.kueue.write_kind_overlay): Kueue for kind.\n"
+    (directory / "kustomization.yaml").write_text(header + yaml.safe_dump(kustomization, sort_keys=False))
+    return directory
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstalledKueue:
+    """Kueue as installed in a kind cluster: its Deployment's image and its Configuration's integrations."""
+
+    image: str
+    frameworks: tuple[str, ...]
+
+    @property
+    def trainjob_integration(self) -> bool:
+        return KUEUE_TRAINJOB_FRAMEWORK in self.frameworks
+
+
+def installed_kueue(apps: Any, core: Any) -> InstalledKueue | None:
+    """The Kueue installed in :data:`KUEUE_NAMESPACE` (official ``kubernetes`` client APIs), or None."""
+    try:
+        deployment = apps.read_namespaced_deployment(KIND_DEPLOYMENT, KUEUE_NAMESPACE)
+        config_map = core.read_namespaced_config_map(KIND_CONFIG_MAP, KUEUE_NAMESPACE)
+    except kubernetes_client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    (manager,) = [c for c in deployment.spec.template.spec.containers if c.name == "manager"]
+    configuration = yaml.safe_load((config_map.data or {}).get(KIND_CONFIG_KEY) or "") or {}
+    frameworks = tuple((configuration.get("integrations") or {}).get("frameworks") or ())
+    return InstalledKueue(image=str(manager.image), frameworks=frameworks)
+
+
+def kind_kueue_serving(custom: Any, apps: Any) -> str:
+    """What keeps Kueue in the kind cluster from serving, or ``""`` once it does: its Deployment Available,
+    and kube-apiserver reaching its mutating webhook (a dry-run ResourceFlavor gets Kueue's finalizer)."""
+    try:
+        deployment = apps.read_namespaced_deployment(KIND_DEPLOYMENT, KUEUE_NAMESPACE)
+    except kubernetes_client.ApiException as exc:
+        if exc.status == 404:
+            return f"no Deployment {KUEUE_NAMESPACE}/{KIND_DEPLOYMENT}"
+        raise
+    conditions = deployment.status.conditions or []
+    if not any(c.type == "Available" and c.status == "True" for c in conditions):
+        return f"Deployment {KUEUE_NAMESPACE}/{KIND_DEPLOYMENT} is not Available"
+    probe = {"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "webhook-probe"}}
+    try:
+        answer = custom.create_cluster_custom_object(
+            KUEUE_GROUP, "v1beta2", "resourceflavors", probe, dry_run="All"
+        )
+    except kubernetes_client.ApiException as exc:
+        return f"a dry-run ResourceFlavor was refused: {exc.status} {exc.reason}: {exc.body}"
+    if not (answer.get("metadata") or {}).get("finalizers"):
+        return "a dry-run ResourceFlavor got no finalizer: Kueue's mutating webhook was not called"
+    return ""
+
+
+def wait_until_kind_kueue_serving(custom: Any, apps: Any, *, timeout: float = 300.0) -> None:
+    """Return once :func:`kind_kueue_serving` says Kueue serves; TimeoutError naming the last thing seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = kind_kueue_serving(custom, apps)
+        if not last:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"Kueue is not serving after {timeout:.0f} s: {last}")
+        time.sleep(2.0)
 
 
 # ----------------------------------------------------------------------------------------------------- demo

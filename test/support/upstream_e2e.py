@@ -14,7 +14,9 @@ on kind. This module holds what that test needs besides the cluster:
 - :func:`problems`: what makes the run a failure: a spec or suite node that did not pass, a spec skipped
   or pending without a stated reason, a spec the suite ran that :data:`SPECS` does not list or one it
   lists that did not run (a new upstream version is read before it is trusted);
-- :func:`table`: the Markdown table of the results, as ``docs/compatibility.md`` shows it.
+- :func:`table`: the Markdown table of the results, as ``docs/compatibility.md`` shows it;
+- :func:`run_and_check`: run a suite's binary, print its table, fail the calling test on its problems (the
+  test of upstream's suite, and of Kueue's with ``support.kueue_e2e``).
 
 The set-up upstream's own CI makes before the suite (``hack/e2e-setup-cluster.sh`` of the module), which
 the test repeats: the TrainJobStatus feature gate on (the Helm install of ``hack/e2e-setup-kind.sh``);
@@ -29,10 +31,13 @@ suite runs its specs one after another, as upstream's CI does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 FLUX_RUNTIME = "examples/flux/flux-runtime.yaml"
 """Upstream's Flux ClusterTrainingRuntime, relative to the module directory; its CI applies it for e2e."""
@@ -48,7 +53,7 @@ SUITE_NODE_TYPES = frozenset(
         "SynchronizedAfterSuite",
         "ReportBeforeSuite",
         "ReportAfterSuite",
-        "CleanupAfterSuite",
+        "DeferCleanup (Suite)",  # Ginkgo's name for a DeferCleanup registered in a suite node
     }
 )
 PASSED = "passed"
@@ -237,3 +242,45 @@ def table(results: Iterable[SpecResult], specs: Mapping[str, Spec] = SPECS) -> s
         cell = note.replace("|", "\\|")
         lines.append(f"| {result.name} | {result.state} | {result.seconds:.0f} | {cell} |")
     return "\n".join(lines) + "\n"
+
+
+def run_and_check(
+    argv: Sequence[str],
+    *,
+    report: Path,
+    log: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    title: str,
+    request: pytest.FixtureRequest,
+    specs: Mapping[str, Spec] = SPECS,
+    cwd: Path | None = None,
+    select: Callable[[list[SpecResult]], list[SpecResult]] = list,
+) -> None:
+    """Run a suite's binary (``argv``, writing its JSON report to ``report``) with its output in ``log``,
+    print the table of the results ``select`` keeps, and fail the calling test on any of their
+    :func:`problems`, on no report, or on a non-zero exit status."""
+    with log.open("wb") as out:
+        done = subprocess.run(
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+            check=False,
+        )
+    if not report.is_file():
+        tail = log.read_text(errors="replace")[-4000:]
+        pytest.fail(
+            f"the suite wrote no report (exit status {done.returncode}); its log ends:\n{tail}", pytrace=False
+        )
+    results = select(read_report(report))
+    rendered = table(results, specs)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"\n{title} ({len(results)} specs, exit status {done.returncode}; log: {log}):")
+        reporter.write_line(rendered)
+    found = problems(results, specs)
+    assert not found, "\n".join([*found, "", rendered, f"the suite's log: {log}"])
+    assert done.returncode == 0, f"every spec passed but the suite exited {done.returncode}; see {log}"

@@ -118,14 +118,22 @@ def test_a_missing_kueue_binary_is_a_missing_prerequisite_naming_the_build(no_ku
     assert isinstance(raised.value, paths.KueueUnavailable)
 
 
-def test_kueue_on_kind_is_a_skip_not_a_missing_prerequisite() -> None:
+def test_no_kueue_installed_on_kind_is_a_missing_prerequisite_naming_the_set_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    class _Api:
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(paths.kubernetes.config, "new_client_from_config", lambda config_file: _Api())
+    monkeypatch.setattr(kueue, "installed_kueue", lambda apps, core: None)
     with (
-        pytest.raises(paths.KueueUnavailable) as raised,
-        paths.running_kueue("kind", cluster_name="trainer-e2e-pytest"),
+        pytest.raises(paths.KueueMissing) as raised,
+        paths.running_kueue("kind", cluster_name="trainer-e2e-kind", kubeconfig=tmp_path / "kubeconfig"),
     ):
         pass
-    assert not isinstance(raised.value, paths.KueueMissing)
-    assert str(raised.value) == paths.KUEUE_ON_KIND
+    assert str(raised.value) == paths.KUEUE_NOT_ON_KIND
+    assert "hack/e2e-setup-kind.sh up" in str(raised.value)
 
 
 # --- the installed manager's feature gates -----------------------------------------------------------------

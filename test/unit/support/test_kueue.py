@@ -194,3 +194,80 @@ def test_the_pinned_versions_and_the_wrapper_module_agree_on_kueue(thirdparty: M
     pinned = thirdparty.read_versions()["KUEUE_VERSION"]
     go_mod = (ROOT / "hack" / "tools" / "kueue" / "go.mod").read_text()
     assert f"sigs.k8s.io/kueue {pinned}" in go_mod
+
+
+# --- Kueue in the kind cluster ---------------------------------------------------------------------------
+
+QUEUED = {"matchExpressions": [{"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]}
+
+
+def test_in_kind_every_job_webhook_selects_queued_objects_and_kueues_own_kinds_keep_theirs(
+    manifests: Path,
+) -> None:
+    patches = kueue.kind_webhook_patches(manifests)
+    selected = {
+        p["metadata"]["name"]: {h["name"]: h["objectSelector"] for h in p["webhooks"]} for p in patches
+    }
+    assert selected == {
+        "kueue-mutating-webhook-configuration": {
+            "mjobset.kb.io": QUEUED,
+            "mpod.kb.io": QUEUED,
+            "mtrainjob.kb.io": QUEUED,
+        },
+        "kueue-validating-webhook-configuration": {"vdeployment.kb.io": QUEUED},
+    }
+
+
+def test_the_kind_overlay_changes_kueues_image_integrations_cpu_and_job_webhooks_only(
+    manifests: Path, tmp_path: Path
+) -> None:
+    module = tmp_path / "kueue@v0.17.0"
+    (module / "config/components/webhook").mkdir(parents=True)
+    (module / "config/components/manager").mkdir(parents=True)
+    (module / "config/default").mkdir(parents=True)
+    (module / "config/components/webhook/manifests.yaml").write_text(manifests.read_text())
+    shipped = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": True},
+        "integrations": {"frameworks": ["batch/job", "pod"], "externalFrameworks": ["Foo.v1.example.com"]},
+    }
+    (module / "config/components/manager/controller_manager_config.yaml").write_text(yaml.safe_dump(shipped))
+
+    def overlay(frameworks: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+        directory = kueue.write_kind_overlay(
+            tmp_path / "overlay",
+            module_dir=module,
+            image="trainer-e2e/kueue:v0.17.0-abc",
+            frameworks=frameworks,
+        )
+        kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        configuration = yaml.safe_load((directory / kueue.KIND_CONFIG_KEY).read_text())
+        return kustomization, configuration
+
+    kustomization, configuration = overlay(kueue.KUEUE_FRAMEWORKS)
+    assert kustomization["resources"] == ["../kueue@v0.17.0/config/default"]  # relative: kustomize's rule
+    assert kustomization["images"] == [
+        {"name": kueue.KIND_RELEASED_IMAGE, "newName": "trainer-e2e/kueue", "newTag": "v0.17.0-abc"}
+    ]
+    assert configuration == {
+        **shipped,
+        "integrations": {
+            "frameworks": ["trainer.kubeflow.org/trainjob"],
+            "externalFrameworks": ["Foo.v1.example.com"],
+        },
+    }
+    deployment_patch = yaml.safe_load(kustomization["patches"][0]["patch"])
+    assert [(op["path"], op["value"]) for op in deployment_patch][:2] == [
+        ("/spec/template/spec/containers/0/imagePullPolicy", "IfNotPresent"),
+        ("/spec/template/spec/containers/0/resources/requests/cpu", kueue.KIND_MANAGER_CPU),
+    ]
+    first_hash = deployment_patch[2]["value"]
+    assert [p["path"] for p in kustomization["patches"][1:]] == [
+        "kueue-mutating-webhook-configuration.yaml",
+        "kueue-validating-webhook-configuration.yaml",
+    ]
+    # Another Configuration, another pod template: applying it rolls Kueue, which reads it only at start.
+    kustomization, configuration = overlay(("batch/job",))
+    assert configuration["integrations"]["frameworks"] == ["batch/job"]
+    assert yaml.safe_load(kustomization["patches"][0]["patch"])[2]["value"] != first_hash

@@ -137,3 +137,9 @@ def test_the_suites_twelve_specs_are_listed_and_none_may_be_skipped() -> None:
     assert len(upstream_e2e.SPECS) == 12
     assert TORCH in upstream_e2e.SPECS
     assert not [name for name, spec in upstream_e2e.SPECS.items() if spec.skip_reason]
+
+
+def test_a_passed_suite_level_defer_cleanup_is_not_a_spec() -> None:
+    # Ginkgo's JSON report names the node a DeferCleanup in a BeforeSuite registers "DeferCleanup (Suite)".
+    results = _results(_spec([], "", "passed", node_type="DeferCleanup (Suite)"))
+    assert results == []
