@@ -2,6 +2,12 @@
 TrainingRuntime in a test's namespace, waiting for its final condition, and the logs of its Pods, read as soon
 as each Pod's containers end (a failed JobSet's Pods may be gone by the time the TrainJob says Failed).
 
+The kind cluster has a control plane, tainted, and at least two workers (``hack/e2e-setup-kind.sh``). A
+test that shows Pods of one TrainJob meeting over the network spreads them over the workers
+(``spread_over_nodes`` on a runtime it creates, ``one_pod_per_node`` on a TrainJob of a shipped runtime)
+and checks that they ran on two nodes at least (``assert_on_distinct_nodes``), so that what it shows went
+through the Pod network between nodes, not through one node's bridge.
+
 The ``e2e_cluster`` argument is the session fixture of ``test/e2e/conftest.py`` (``flavour``, ``custom``
 and ``core`` API clients); ``eventually`` is its fixture of the same name (retries on ``AssertionError``
 until a deadline, then fails naming what was awaited).
@@ -9,7 +15,8 @@ until a deadline, then fails naming what was awaited).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kubernetes
@@ -27,12 +34,24 @@ IMAGE_NOT_THERE = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverP
 """Waiting reasons of a container whose image is not on the node: images are loaded into kind, never
 pulled, so waiting longer cannot help."""
 PLURALS = {constants.TRAINING_RUNTIME_KIND: "trainingruntimes", constants.TRAINJOB_KIND: "trainjobs"}
+HOSTNAME_KEY = "kubernetes.io/hostname"
+SPREAD_PATCH_MANAGER = "e2e.trainer.kubeflow.org/spread"
+"""The ``spec.runtimePatches[].manager`` of ``one_pod_per_node``'s entry."""
 
 
 def skip_unless_kind(e2e_cluster: Any, needs: str) -> None:
     """Skip the calling test (or module, from a module fixture) unless the suite runs on kind."""
     if e2e_cluster.flavour != "kind":
         pytest.skip(f"kind only: {needs} (hack/e2e-setup-kind.sh)")
+
+
+def workload_image() -> str:
+    """The image of ``test/e2e/workload`` (Debian's Python and the workload's scripts) that
+    ``hack/e2e-setup-kind.sh`` exports as ``WORKLOAD_IMAGE``; fails the calling test without it."""
+    image = os.environ.get("WORKLOAD_IMAGE", "")
+    if not image:
+        pytest.fail("WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)", pytrace=False)
+    return image
 
 
 def trainjob(name: str, runtime: str, *, num_nodes: int) -> dict[str, Any]:
@@ -123,3 +142,73 @@ def wait_finished(
     if logs is not None:  # a Pod that ended between the last read of logs and that of the condition
         read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
     return result
+
+
+def spread_over_nodes(runtime: dict[str, Any]) -> dict[str, Any]:
+    """``runtime`` (a TrainingRuntime body), its Pods spread over the nodes: every replicated job's Pod
+    template gets a topology spread constraint over ``kubernetes.io/hostname`` with ``maxSkew`` 1 and
+    ``DoNotSchedule``, among the Pods of the same JobSet: the selector takes every JobSet's Pods (they all
+    carry the replicated job label), and ``matchLabelKeys`` narrows it to the Pod's own JobSet name, so one
+    TrainJob's Pods, not those of another on the same runtime (a key may not be in both). Any number of
+    Pods fits: three on two workers go two and one.
+
+    ``nodeTaintsPolicy: Honor``: the scheduler counts only the nodes whose taints the Pod tolerates. With
+    the default (Ignore) the tainted control plane would count as a node of zero Pods, so the second Pod on
+    a worker would exceed the skew and stay Pending. Returns ``runtime``, changed in place."""
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": HOSTNAME_KEY,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "nodeTaintsPolicy": "Honor",
+        "labelSelector": {"matchExpressions": [{"key": REPLICATED_JOB_LABEL, "operator": "Exists"}]},
+        "matchLabelKeys": [JOBSET_NAME_LABEL],
+    }
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod_spec = rjob["template"]["spec"]["template"].setdefault("spec", {})
+        pod_spec.setdefault("topologySpreadConstraints", []).append(dict(constraint))
+    return runtime
+
+
+def one_pod_per_node(
+    trainjob: dict[str, Any], replicated_jobs: Sequence[str] = (constants.NODE,)
+) -> dict[str, Any]:
+    """``trainjob`` (a TrainJob body on any runtime, a shipped ClusterTrainingRuntime among them) with a
+    runtime patch (``SPREAD_PATCH_MANAGER``) that gives the Pods of ``replicated_jobs`` a required pod
+    anti-affinity over ``kubernetes.io/hostname`` against every Pod of its JobSet: no two on one node. A
+    TrainJob of more Pods than there are workers would stay Pending: use ``spread_over_nodes`` on its
+    runtime instead. Returns ``trainjob``, changed in place."""
+    name = trainjob["metadata"]["name"]
+    affinity = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": HOSTNAME_KEY, "labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}}
+            ]
+        }
+    }
+    patches = [
+        {"name": rjob, "template": {"spec": {"template": {"spec": {"affinity": affinity}}}}}
+        for rjob in replicated_jobs
+    ]
+    trainjob["spec"].setdefault("runtimePatches", []).append(
+        {
+            "manager": SPREAD_PATCH_MANAGER,
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": patches}}},
+        }
+    )
+    return trainjob
+
+
+def assert_on_distinct_nodes(
+    e2e_cluster: Any, namespace: str, name: str, *, at_least: int = 2
+) -> dict[str, str]:
+    """Pod name → node of each Pod of TrainJob ``name``'s JobSet; fails unless they ran on ``at_least``
+    distinct nodes. Call it once the TrainJob is Complete: its Pods are kept until it is deleted."""
+    pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    nodes = {pod.metadata.name: pod.spec.node_name or "" for pod in pods}
+    distinct = {node for node in nodes.values() if node}
+    assert len(distinct) >= at_least, (
+        f"TrainJob {namespace}/{name}: its Pods ran on {len(distinct)} node(s), not on {at_least} at least "
+        f"(Pod → node: {nodes}); the kind cluster must have two workers (hack/e2e-setup-kind.sh) and the "
+        "test must spread the Pods (support.kind_jobs.spread_over_nodes or one_pod_per_node)"
+    )
+    return nodes
