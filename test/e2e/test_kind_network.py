@@ -134,8 +134,9 @@ def test_kind_nodes_have_disjoint_pod_cidrs_in_the_pod_subnet_and_podnet_runs_on
         for b in names[i + 1 :]:
             assert not cidrs[a].overlaps(cidrs[b]), (a, cidrs[a], b, cidrs[b])
     podnet = kubernetes.client.AppsV1Api(e2e_cluster.api).read_namespaced_daemon_set("podnet", "kube-system")
-    assert podnet.status.number_ready == len(nodes), (
-        f"podnet is Ready on {podnet.status.number_ready} of {len(nodes)} nodes "
+    number_ready = podnet.status.number_ready if podnet.status else 0
+    assert number_ready == len(nodes), (
+        f"podnet is Ready on {number_ready} of {len(nodes)} nodes "
         "(kubectl -n kube-system logs daemonset/podnet)"
     )
 

@@ -118,6 +118,36 @@ def read_ended_logs(
             logs[pod.metadata.name] = text
 
 
+def describe_pods(e2e_cluster: Any, namespace: str, name: str) -> str:
+    """One line per Pod of TrainJob ``name``'s JobSet: its node, phase and restarts, and for a container
+    that ended before (a restart in place), the exit code and last log line of that run: why a TrainJob
+    that has not finished is stuck, in the failure's message."""
+    core = e2e_cluster.core
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    if not pods:
+        return "it has no Pods"
+    lines = []
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        line = f"{pod.metadata.name} on {pod.spec.node_name or '(no node)'}: {pod.status.phase}"
+        for status in pod.status.container_statuses or []:
+            line += f", {status.name} restarted {status.restart_count}"
+            last = status.last_state.terminated if status.last_state else None
+            if last is None:
+                continue
+            try:
+                log = str(
+                    core.read_namespaced_pod_log(
+                        pod.metadata.name, namespace, container=status.name, previous=True
+                    )
+                )
+            except kubernetes.client.ApiException:
+                log = ""
+            tail = log.strip().splitlines()[-1:] or [""]
+            line += f" (last exit {last.exit_code}: {tail[0]!r})"
+        lines.append(line)
+    return "its Pods: " + "; ".join(lines)
+
+
 def wait_finished(
     e2e_cluster: Any,
     namespace: str,
@@ -135,10 +165,16 @@ def wait_finished(
         if logs is not None:  # logs first: when the TrainJob has finished, every Pod has ended and been read
             read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
         condition = final_condition(e2e_cluster, namespace, name)
-        assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
+        if condition is None:
+            raise AssertionError(f"TrainJob {namespace}/{name} has not finished")
         return condition
 
-    result: dict[str, Any] = eventually(finished, timeout=timeout, interval=0.5)
+    try:
+        result: dict[str, Any] = eventually(finished, timeout=timeout, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc} within {timeout:.0f} s; {describe_pods(e2e_cluster, namespace, name)}"
+        ) from None
     if logs is not None:  # a Pod that ended between the last read of logs and that of the condition
         read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
     return result
