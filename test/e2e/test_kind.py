@@ -82,7 +82,8 @@ def test_kind_allreduce_on_three_nodes_completes_through_the_headless_service(
     create(e2e_cluster, namespace, trainjob("sum", "allreduce", num_nodes=3))
 
     logs: dict[str, str] = {}
-    condition = wait_finished(e2e_cluster, namespace, "sum", eventually, logs)
+    nodes: dict[str, str] = {}
+    condition = wait_finished(e2e_cluster, namespace, "sum", eventually, logs, nodes=nodes)
     assert condition["type"] == "Complete", (condition, logs)
     # Every rank of 3 got the sum of [r + 1, (r + 1) ** 2] over r = 0, 1, 2, from rank 0 at the
     # master address the Torch plugin set: node 0's Pod under the JobSet's headless Service.
@@ -96,7 +97,7 @@ def test_kind_allreduce_on_three_nodes_completes_through_the_headless_service(
     assert all(f"via {master}:{constants.CONTAINER_TRAINER_PORT}: sum [6, 14]" in line for line in lines), (
         lines
     )
-    assert_on_distinct_nodes(e2e_cluster, namespace, "sum")
+    assert_on_distinct_nodes(namespace, "sum", nodes)
 
 
 def test_kind_allreduce_with_a_master_address_that_does_not_resolve_fails(

@@ -53,14 +53,15 @@ def test_kind_jax_example_sums_across_two_processes_through_the_coordinator(
     assert num_nodes >= 2, f"{EXAMPLE} must run several processes to test a collective"
     create(e2e_cluster, namespace, one_pod_per_node(body))
     logs: dict[str, str] = {}
-    condition = wait_finished(e2e_cluster, namespace, name, eventually, logs)
+    nodes: dict[str, str] = {}
+    condition = wait_finished(e2e_cluster, namespace, name, eventually, logs, nodes=nodes)
     assert condition["type"] == "Complete", (condition, logs)
 
     # Every node was told the same coordinator, node 0's Pod under the headless Service, and its own index.
     coordinator = f"{name}-{constants.NODE}-0-0.{name}:{constants.CONTAINER_TRAINER_PORT}"
     pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
     assert len(pods) == num_nodes, [p.metadata.name for p in pods]
-    assert_on_distinct_nodes(e2e_cluster, namespace, name)
+    assert_on_distinct_nodes(namespace, name, nodes)
     for pod in pods:
         (container,) = [c for c in pod.spec.containers if c.name == constants.NODE]
         env = {e.name: e for e in container.env or []}

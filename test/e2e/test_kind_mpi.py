@@ -149,12 +149,26 @@ def mpi_trainjob(example: dict[str, dict[str, Any]], name: str, case: Case) -> d
 # ------------------------------------------------------------------------------------------- observation
 
 
-def finished(e2e_cluster: Any, namespace: str, name: str, eventually: Callable[..., Any]) -> tuple[str, str]:
+def finished(
+    e2e_cluster: Any,
+    namespace: str,
+    name: str,
+    eventually: Callable[..., Any],
+    nodes: dict[str, str] | None = None,
+) -> tuple[str, str]:
     """The TrainJob's final condition type (Complete or Failed) and its launcher's log, read as soon as
-    the launcher's container ended (a failed JobSet's Pods may be gone when the TrainJob says Failed)."""
+    the launcher's container ended (a failed JobSet's Pods may be gone when the TrainJob says Failed);
+    ``nodes`` gets the node of each of its Pods."""
     logs: dict[str, str] = {}
     condition = wait_finished(
-        e2e_cluster, namespace, name, eventually, logs, replicated_job=constants.LAUNCHER, timeout=TIMEOUT
+        e2e_cluster,
+        namespace,
+        name,
+        eventually,
+        logs,
+        replicated_job=constants.LAUNCHER,
+        nodes=nodes,
+        timeout=TIMEOUT,
     )
     return str(condition["type"]), "".join(logs.values())
 
@@ -209,7 +223,8 @@ def check(e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], name
     """Case ``name``'s TrainJob Complete, with the hostfile, world, sums, hosts and mounted files it must
     have."""
     case = CASES[name]
-    outcome, log = finished(e2e_cluster, namespace, name, eventually)
+    nodes: dict[str, str] = {}
+    outcome, log = finished(e2e_cluster, namespace, name, eventually, nodes)
     assert outcome == "Complete", log
 
     # The hostfile: the node Pods (and the launcher, when it is a node) under the headless Service,
@@ -244,7 +259,7 @@ def check(e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], name
     assert {total for _, _, _, total in seen} == {world * (world + 1) // 2}, log
     assert Counter(host for _, _, host, _ in seen) == {pod: case.num_proc_per_node for pod in pods}, log
     assert sum(pod.startswith(f"{name}-{constants.NODE}-") for pod in pods) >= 2  # logged into two Pods
-    assert_on_distinct_nodes(e2e_cluster, namespace, name)
+    assert_on_distinct_nodes(namespace, name, nodes)
 
 
 # ------------------------------------------------------------------------------------------------- tests

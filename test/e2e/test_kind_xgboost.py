@@ -58,13 +58,17 @@ def on_kind(e2e_cluster: Any) -> None:
 
 
 def run(
-    e2e_cluster: Any, namespace: str, body: dict[str, Any], eventually: Callable[..., Any]
+    e2e_cluster: Any,
+    namespace: str,
+    body: dict[str, Any],
+    eventually: Callable[..., Any],
+    nodes: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Create the TrainJob; its final condition and its Pods' logs."""
+    """Create the TrainJob; its final condition and its Pods' logs (and into ``nodes``, their nodes)."""
     create(e2e_cluster, namespace, body)
     logs: dict[str, str] = {}
     condition = wait_finished(
-        e2e_cluster, namespace, body["metadata"]["name"], eventually, logs, timeout=TIMEOUT
+        e2e_cluster, namespace, body["metadata"]["name"], eventually, logs, nodes=nodes, timeout=TIMEOUT
     )
     return condition, logs
 
@@ -76,9 +80,10 @@ def test_kind_xgboost_example_trains_one_model_on_every_worker(
     name, nodes = body["metadata"]["name"], body["spec"]["trainer"]["numNodes"]
     assert body["spec"]["runtimeRef"]["name"] == "xgboost-distributed" and nodes >= 2, body["spec"]
 
-    condition, logs = run(e2e_cluster, namespace, one_pod_per_node(body), eventually)
+    nodes: dict[str, str] = {}
+    condition, logs = run(e2e_cluster, namespace, one_pod_per_node(body), eventually, nodes)
     assert condition["type"] == "Complete", (condition, logs)
-    assert_on_distinct_nodes(e2e_cluster, namespace, name)
+    assert_on_distinct_nodes(namespace, name, nodes)
 
     printed = [match.groups() for text in logs.values() for match in LINE.finditer(text)]
     assert sorted(int(rank) for rank, _, _, _ in printed) == list(range(nodes)), logs

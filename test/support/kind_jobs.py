@@ -5,7 +5,8 @@ as each Pod's containers end (a failed JobSet's Pods may be gone by the time the
 The kind cluster has a control plane, tainted, and at least two workers (``hack/e2e-setup-kind.sh``). A
 test that shows Pods of one TrainJob meeting over the network spreads them over the workers
 (``spread_over_nodes`` on a runtime it creates, ``one_pod_per_node`` on a TrainJob of a shipped runtime)
-and checks that they ran on two nodes at least (``assert_on_distinct_nodes``), so that what it shows went
+and checks that they ran on two nodes at least (``assert_on_distinct_nodes`` on the nodes that
+``wait_finished`` recorded), so that what it shows went
 through the Pod network between nodes, not through one node's bridge.
 
 The ``e2e_cluster`` argument is the session fixture of ``test/e2e/conftest.py`` (``flavour``, ``custom``
@@ -156,12 +157,16 @@ def wait_finished(
     logs: dict[str, str] | None = None,
     *,
     replicated_job: str | None = None,
+    nodes: dict[str, str] | None = None,
     timeout: float = TIMEOUT,
 ) -> dict[str, Any]:
     """The TrainJob's final condition (Complete or Failed); ``logs``, when given, gets the log of each of its
-    Pods (of ``replicated_job`` only, if given) as soon as the Pod ended."""
+    Pods (of ``replicated_job`` only, if given) as soon as the Pod ended; ``nodes``, when given, gets the
+    node of each of its Pods (all of them) as soon as the Pod is bound to one."""
 
     def finished() -> dict[str, Any]:
+        if nodes is not None:
+            record_nodes(e2e_cluster, namespace, name, nodes)
         if logs is not None:  # logs first: when the TrainJob has finished, every Pod has ended and been read
             read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
         condition = final_condition(e2e_cluster, namespace, name)
@@ -178,6 +183,14 @@ def wait_finished(
     if logs is not None:  # a Pod that ended between the last read of logs and that of the condition
         read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
     return result
+
+
+def record_nodes(e2e_cluster: Any, namespace: str, name: str, nodes: dict[str, str]) -> None:
+    """Add to ``nodes`` (Pod name → node) each Pod of TrainJob ``name``'s JobSet that is bound to a node.
+    Read while the TrainJob runs: once it is Complete, JobSet may delete the Pods still running (an MPI
+    TrainJob completes with its launcher, and its node Pods, which only serve sshd, are deleted)."""
+    pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    nodes.update({pod.metadata.name: pod.spec.node_name for pod in pods if pod.spec.node_name})
 
 
 def spread_over_nodes(runtime: dict[str, Any]) -> dict[str, Any]:
@@ -234,17 +247,12 @@ def one_pod_per_node(
     return trainjob
 
 
-def assert_on_distinct_nodes(
-    e2e_cluster: Any, namespace: str, name: str, *, at_least: int = 2
-) -> dict[str, str]:
-    """Pod name → node of each Pod of TrainJob ``name``'s JobSet; fails unless they ran on ``at_least``
-    distinct nodes. Call it once the TrainJob is Complete: its Pods are kept until it is deleted."""
-    pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
-    nodes = {pod.metadata.name: pod.spec.node_name or "" for pod in pods}
-    distinct = {node for node in nodes.values() if node}
+def assert_on_distinct_nodes(namespace: str, name: str, nodes: dict[str, str], *, at_least: int = 2) -> None:
+    """Fails unless the Pods of TrainJob ``name`` ran on ``at_least`` distinct nodes; ``nodes`` (Pod name →
+    node) is what ``wait_finished(..., nodes=nodes)`` recorded while the TrainJob ran."""
+    distinct = set(nodes.values())
     assert len(distinct) >= at_least, (
         f"TrainJob {namespace}/{name}: its Pods ran on {len(distinct)} node(s), not on {at_least} at least "
         f"(Pod → node: {nodes}); the kind cluster must have two workers (hack/e2e-setup-kind.sh) and the "
         "test must spread the Pods (support.kind_jobs.spread_over_nodes or one_pod_per_node)"
     )
-    return nodes
