@@ -80,10 +80,10 @@ def test_kind_xgboost_example_trains_one_model_on_every_worker(
     name, nodes = body["metadata"]["name"], body["spec"]["trainer"]["numNodes"]
     assert body["spec"]["runtimeRef"]["name"] == "xgboost-distributed" and nodes >= 2, body["spec"]
 
-    nodes: dict[str, str] = {}
-    condition, logs = run(e2e_cluster, namespace, one_pod_per_node(body), eventually, nodes)
+    placed: dict[str, str] = {}
+    condition, logs = run(e2e_cluster, namespace, one_pod_per_node(body), eventually, placed)
     assert condition["type"] == "Complete", (condition, logs)
-    assert_on_distinct_nodes(namespace, name, nodes)
+    assert_on_distinct_nodes(namespace, name, placed)
 
     printed = [match.groups() for text in logs.values() for match in LINE.finditer(text)]
     assert sorted(int(rank) for rank, _, _, _ in printed) == list(range(nodes)), logs
