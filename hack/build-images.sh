@@ -2,16 +2,22 @@
 # Build the container images of the kind tier without a registry: every image comes from Debian's packages,
 # the binaries hack/build-binaries.sh builds from pinned Go modules, and this repository.
 #
-#   hack/build-images.sh              build what is missing (node, jobset, manager, plugin, workload,
-#                                     prometheus, examples, upstream, kueue, agnhost, scheduler-plugins)
+#   hack/build-images.sh              build what is missing (podnet, node, jobset, manager, plugin,
+#                                     workload, prometheus, examples, upstream, kueue, agnhost,
+#                                     scheduler-plugins)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
 # The images:
+#   podnet    the nodes' Pod network daemon (PODNET_IMAGE, hack/kind/podnet/): the Python base with Debian's
+#             iproute2 and iptables, and podnet.py, which writes each node's bridge CNI configuration on
+#             its podCIDR, routes to the other nodes' podCIDRs and masquerades what leaves the Pod network
+#             (kindnetd's job: kindnetd is not served by the Go module proxy)
 #   node      the kind node image (NODE_IMAGE): Debian with systemd, containerd and runc, the Kubernetes
 #             node binaries, and the images kubeadm runs (kube-apiserver, kube-controller-manager,
-#             kube-scheduler, kube-proxy, etcd, CoreDNS, pause) saved into /kind/images, imported into
-#             containerd when a node boots (hack/kind/node/)
+#             kube-scheduler, kube-proxy, etcd, CoreDNS, pause) and podnet's, saved into /kind/images,
+#             imported into containerd when a node boots (hack/kind/node/); kind applies podnet's
+#             DaemonSet as the default CNI (files/kind/manifests/default-cni.yaml)
 #   jobset    JobSet's manager (JOBSET_IMAGE), for JobSet's own manifests
 #   manager   this project's manager (TRAINER_IMAGE) from the repository's Dockerfile, on a Debian Python
 #             base; pip installs from wheels the host downloaded, served on 127.0.0.1 for the build
@@ -170,10 +176,12 @@ build_node() {
   printf 'FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\n' "$iptables_base" |
     docker build --quiet --network none --tag "$k8s/kube-proxy:$KUBERNETES_VERSION" -f - "$ctx" >/dev/null
   rm -f "$ctx/kube-proxy"
+  # The Pod network's image: it must run before a node is Ready, so it travels in the node image.
+  exists "$PODNET_IMAGE" || timed podnet build_podnet
   local i=0 image
   for image in "$k8s/kube-apiserver:$KUBERNETES_VERSION" "$k8s/kube-controller-manager:$KUBERNETES_VERSION" \
     "$k8s/kube-scheduler:$KUBERNETES_VERSION" "$k8s/kube-proxy:$KUBERNETES_VERSION" "$ETCD_IMAGE" \
-    "$coredns_image" "$pause_image"; do
+    "$coredns_image" "$pause_image" "$PODNET_IMAGE"; do
     i=$((i + 1))
     docker save --output "$ctx/images/$i-$(basename "${image%%:*}").tar" "$image"
   done
@@ -183,9 +191,16 @@ build_node() {
   cp "$KUBERNETES_NODE_BIN/kubelet" "$KUBERNETES_NODE_BIN/kubeadm" "$KUBERNETES_BIN/kubectl" \
     "$CRICTL_BIN/crictl" "$ctx/bin/"
   sed -i "s#@PAUSE_IMAGE@#$pause_image#" "$ctx/files/etc/containerd/config.toml"
+  sed -i "s#@PODNET_IMAGE@#$PODNET_IMAGE#" "$ctx/files/kind/manifests/default-cni.yaml"
   docker build --network none --build-arg BASE="$base" --build-arg KUBERNETES_VERSION="$KUBERNETES_VERSION" \
     --tag "$NODE_IMAGE" "$ctx"
   rm -rf "$ctx"
+}
+
+# ----------------------------------------------------------------------------------------------- podnet
+
+build_podnet() {
+  docker build --network host --build-arg BASE="$(python_base)" --tag "$PODNET_IMAGE" "$here/kind/podnet"
 }
 
 # ----------------------------------------------------------------------------------------------- jobset
@@ -428,8 +443,11 @@ recipe_key() {  # recipe_key FUNCTION... -- FILE...
   shift
   { declare -f "${funcs[@]}"; (cd "$repo" && cat "$@" hack/versions.env); } | sha256sum | cut -c1-12
 }
-node_key=$(recipe_key build_node kubeadm_images debian_base static_image -- hack/kind/runc-capfilter \
-  $(cd "$repo" && find hack/kind/node -type f | sort))
+podnet_key=$(recipe_key build_podnet python_base debian_base -- $(cd "$repo" && find hack/kind/podnet -type f | sort))
+PODNET_IMAGE=${PODNET_IMAGE:-trainer-e2e/podnet:$podnet_key}
+# The node image carries podnet's image (by name: content-keyed unless PODNET_IMAGE is given).
+node_key=$( { echo "$PODNET_IMAGE"; recipe_key build_node kubeadm_images debian_base static_image -- \
+  hack/kind/runc-capfilter $(cd "$repo" && find hack/kind/node -type f | sort); } | sha256sum | cut -c1-12)
 workload_key=$(recipe_key build_workload python_base debian_base -- \
   $(cd "$repo" && find test/e2e/workload -type f -not -name '*.pyc' | sort))
 prometheus_key=$(recipe_key build_prometheus python_base debian_base --)
@@ -485,13 +503,14 @@ if [[ "${1:-}" == "--print" ]]; then
   printf 'NODE_IMAGE=%s\nJOBSET_IMAGE=%s\nTRAINER_IMAGE=%s\nWORKLOAD_IMAGE=%s\nEXAMPLE_IMAGES="%s"\n' \
     "$NODE_IMAGE" "$JOBSET_IMAGE" "$TRAINER_IMAGE" "$WORKLOAD_IMAGE" "$EXAMPLE_IMAGES"
   printf 'PROMETHEUS_IMAGE=%s\nPLUGIN_IMAGE=%s\nUPSTREAM_IMAGES="%s"\n' "$PROMETHEUS_IMAGE" "$PLUGIN_IMAGE" "$UPSTREAM_IMAGES"
+  printf 'PODNET_IMAGE=%s\n' "$PODNET_IMAGE"
   printf 'KUEUE_IMAGE=%s\nAGNHOST_IMAGE=%s\n' "$KUEUE_IMAGE" "$AGNHOST_IMAGE"
   printf 'SCHEDULER_PLUGINS_IMAGE=%s\nSCHEDULER_PLUGINS_CONTROLLER_IMAGE=%s\n' "$SCHEDULER_PLUGINS_IMAGE" \
     "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE"
   exit 0
 fi
 
-all="node jobset manager plugin workload prometheus examples upstream kueue agnhost scheduler-plugins"
+all="podnet node jobset manager plugin workload prometheus examples upstream kueue agnhost scheduler-plugins"
 only=" ${*:-$all} "
 for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
@@ -512,7 +531,7 @@ for n in $all; do
     continue
   fi
   case $n in
-    node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
+    podnet) image=$PODNET_IMAGE ;; node) image=$NODE_IMAGE ;; jobset) image=$JOBSET_IMAGE ;;
     manager) image=$TRAINER_IMAGE ;; plugin) image=$PLUGIN_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
     prometheus) image=$PROMETHEUS_IMAGE ;; kueue) image=$KUEUE_IMAGE ;;
     scheduler-plugins) image=$SCHEDULER_PLUGINS_IMAGE ;;  # built after the controller's

@@ -16,11 +16,18 @@
 # Steps of `up`:
 #   1. a Docker engine (hack/docker-engine.sh installs and starts one where none answers);
 #   2. the binaries and images, cached by version (a second run builds nothing);
-#   3. `kind create cluster` from the node image (one node: its CNI is Debian's bridge plugin), reused when
-#      a healthy one of the same image exists, recreated when it is stale (stopped, another image, no API);
-#   4. `kind load` the manager (plain and with the example plugin), JobSet, workload, Prometheus and example
-#      images, the stand-ins of the images upstream's e2e suite runs (test/e2e/upstream/README.md), and
-#      Kueue's and agnhost's (the program in the pods of Kueue's e2e specs);
+#   3. `kind create cluster` from the node image: a control plane and KIND_WORKERS workers. The control
+#      plane keeps kubeadm's NoSchedule taint (kind removes it only from a cluster without workers), so
+#      every Pod of the suite runs on a worker. The Pod network is podnet (hack/kind/podnet/podnet.py, a
+#      DaemonSet that kind applies as its default CNI): each node's bridge CNI configuration on its
+#      spec.podCIDR, a route to every other node's podCIDR through that node's address, masquerade only
+#      for traffic that leaves the Pod network. Reused when a healthy one of the same image and node count
+#      exists, recreated when it is stale (a node stopped or missing, another image, no API); then every
+#      node Ready;
+#   4. `kind load` into the workers the manager (plain and with the example plugin), JobSet, workload,
+#      Prometheus and example images, the stand-ins of the images upstream's e2e suite runs
+#      (test/e2e/upstream/README.md), and Kueue's and agnhost's (the program in the pods of Kueue's e2e
+#      specs);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   5b. scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler (install_scheduler_plugins): the
@@ -45,6 +52,8 @@
 # Environment:
 #   KIND_CLUSTER_NAME  cluster name (default trainer-e2e-kind)
 #   KIND_API_PORT      host port of the API server on 127.0.0.1 (default: a free one)
+#   KIND_WORKERS       worker nodes besides the control plane (default 2; at least 2, for Pods of one
+#                      TrainJob on two nodes)
 #   ARTIFACTS          kubeconfig, overlays and (after a failure) `kind export logs` (default <cache>/kind/<name>)
 #   INSTALL            helm or kustomize (step 6; default helm)
 #   MANAGER_REPLICAS   replicas of our Deployment (default 2: leader election is exercised)
@@ -65,6 +74,7 @@ artifacts=${ARTIFACTS:-$cache/kind/$name}
 kubeconfig="$artifacts/kubeconfig"
 python="$repo/.venv/bin/python"
 install=${INSTALL:-helm}
+workers=${KIND_WORKERS:-2}
 replicas=${MANAGER_REPLICAS:-2}
 # Names of what config/default and the chart install (config/manager/); test/support/e2e_paths.py has the same.
 manager_namespace=kubeflow-system
@@ -83,6 +93,7 @@ usage="usage: $0 up | test | ci | down"
 action=$1
 case $action in up|test|ci|down) ;; *) die "unknown action $action ($usage)" ;; esac
 case $install in helm|kustomize) ;; *) die "INSTALL must be helm or kustomize, not $install" ;; esac
+if [[ ! $workers =~ ^[0-9]+$ ]] || (( workers < 2 )); then die "KIND_WORKERS must be a number >= 2, not $workers"; fi
 
 bins=$(bash "$here/build-binaries.sh" --print)
 eval "$bins"
@@ -91,7 +102,9 @@ kubectl="$KUBERNETES_BIN/kubectl"
 helm="$HELM_BIN/helm"
 
 cluster_exists() { [[ -x "$kind" ]] && "$kind" get clusters 2>/dev/null | grep -qx "$name"; }
-node="$name-control-plane"
+# The nodes' container names, as kind names them: <name>-control-plane, <name>-worker, <name>-worker2, ...
+worker_nodes() { local i; for ((i = 1; i <= workers; i++)); do echo "$name-worker$( ((i > 1)) && echo "$i")"; done; }
+all_nodes() { echo "$name-control-plane"; worker_nodes; }
 
 if [[ $action == down ]]; then
   if docker info >/dev/null 2>&1 && cluster_exists; then
@@ -123,12 +136,25 @@ if [[ $action == ci ]] && cluster_exists; then
   "$kind" delete cluster --name "$name"
 fi
 
-# 3. The cluster. A stale one (its node stopped, another node image, an API server that does not answer)
-# is deleted first: reusing it would test something else than this checkout.
+# 3. The cluster. A stale one (a node stopped or missing, another node image or number of nodes, an API
+# server that does not answer) is deleted first: reusing it would test something else than this checkout.
+nodes_state() {
+  local n
+  for n in $(all_nodes); do
+    echo "$n $(docker inspect --format '{{.State.Status}} {{.Config.Image}}' "$n" 2>/dev/null || echo "missing -")"
+  done
+  "$kind" get nodes --name "$name" 2>/dev/null | sort | tr '\n' ' '
+}
+nodes_wanted() {
+  local n
+  for n in $(all_nodes); do echo "$n running $NODE_IMAGE"; done
+  all_nodes | sort | tr '\n' ' '
+}
 if cluster_exists; then
-  state=$(docker inspect --format '{{.State.Status}} {{.Config.Image}}' "$node" 2>/dev/null || echo "missing -")
-  if [[ $state != "running $NODE_IMAGE" ]]; then
-    say "cluster $name is stale (node: $state; want: running $NODE_IMAGE): recreating it"
+  state=$(nodes_state)
+  if [[ $state != "$(nodes_wanted)" ]]; then
+    say "cluster $name is stale (nodes: $(tr '\n' ';' <<<"$state"); want $((workers + 1)) nodes running $NODE_IMAGE):" \
+      "recreating it"
     "$kind" delete cluster --name "$name"
   elif ! "$kind" export kubeconfig --name "$name" --kubeconfig "$kubeconfig" >/dev/null 2>&1 ||
     ! "$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; then
@@ -156,6 +182,7 @@ networking:
 nodes:
   - role: control-plane
     image: $NODE_IMAGE
+$(for _ in $(worker_nodes); do printf '  - role: worker\n    image: %s\n' "$NODE_IMAGE"; done)
 kubeadmConfigPatches:
   # etcd is this project's build (ETCD_VERSION), loaded into the node under this tag.
   - |
@@ -181,15 +208,34 @@ fi
 export KUBECONFIG="$kubeconfig"
 k() { "$kubectl" "$@"; }
 
-# 4. Images into the node.
-# shellcheck disable=SC2086 # EXAMPLE_IMAGES is a list of names, split on purpose
-for image in "$TRAINER_IMAGE" "$PLUGIN_IMAGE" "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES; do
-  "$kind" load docker-image "$image" --name "$name" >/dev/null
-done
-# One `kind load` for all of them: most share the Python base's layers, saved and imported once.
-# Kueue's and agnhost's images are on the same base.
-# shellcheck disable=SC2086 # UPSTREAM_IMAGES is a list of names, split on purpose
-"$kind" load docker-image $UPSTREAM_IMAGES "$KUEUE_IMAGE" "$AGNHOST_IMAGE" --name "$name" >/dev/null
+# kind's --wait covers the control plane only: the workers too, each Ready once podnet wrote its CNI
+# configuration.
+wait_nodes_ready() {
+  local start=$SECONDS
+  if ! k -n kube-system rollout status daemonset/podnet --timeout=3m >/dev/null; then
+    on_failure
+    die "podnet's DaemonSet did not roll out (kubectl -n kube-system logs daemonset/podnet)"
+  fi
+  if ! k wait --for=condition=Ready nodes --all --timeout=3m >/dev/null; then
+    on_failure
+    die "not every node is Ready: $(k get nodes --no-headers 2>&1 | tr '\n' ';')"
+  fi
+  say "$((workers + 1)) nodes Ready after $((SECONDS - start)) s more"
+}
+wait_nodes_ready
+
+# 4. Images into the workers (the control plane runs none of these Pods: its taint keeps them off). A
+# `kind load` of several images saves them into one archive, so the layers they share (the Python base's
+# above all) are saved once and imported once per node, into every worker at the same time; when any of
+# them is missing from a node, it loads them all. So two loads: the manager's images, which change with
+# this checkout's code, and the others, which change only with their recipes.
+load_nodes=$(worker_nodes | paste -sd, -)
+start=$SECONDS
+"$kind" load docker-image "$TRAINER_IMAGE" "$PLUGIN_IMAGE" --name "$name" --nodes "$load_nodes" >/dev/null
+# shellcheck disable=SC2086 # EXAMPLE_IMAGES and UPSTREAM_IMAGES are lists of names, split on purpose
+"$kind" load docker-image "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES $UPSTREAM_IMAGES \
+  "$KUEUE_IMAGE" "$AGNHOST_IMAGE" --name "$name" --nodes "$load_nodes" >/dev/null
+say "images loaded into $load_nodes in $((SECONDS - start)) s"
 
 relative() { "$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
 
@@ -239,7 +285,8 @@ install_scheduler_plugins() {
   [[ -d "$src/manifests/install/charts/as-a-second-scheduler" ]] || die "no as-a-second-scheduler chart in $src"
   k get crd podgroups.scheduling.x-k8s.io >/dev/null 2>&1 || had_crd=no
   say "installing scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler"
-  "$kind" load docker-image "$SCHEDULER_PLUGINS_IMAGE" "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" --name "$name" >/dev/null
+  "$kind" load docker-image "$SCHEDULER_PLUGINS_IMAGE" "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" --name "$name" \
+    --nodes "$(worker_nodes | paste -sd, -)" >/dev/null
   k apply --server-side --force-conflicts -f "$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" \
     -f "$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml" \
     -f "$src/manifests/noderesourcetopology/crd.yaml" >/dev/null

@@ -7,8 +7,10 @@ built from the Dockerfile, with two replicas.
 - **Rendezvous.** A TrainingRuntime with the Torch policy runs ``test/e2e/workload/allreduce.py`` (image
   ``WORKLOAD_IMAGE``) in each node: rank 0 listens on ``PET_MASTER_PORT``, the others reach it at
   ``PET_MASTER_ADDR`` through the JobSet's headless Service, and the job completes only when every rank
-  got the right sum. The same runtime with the master's address overridden to a name that does not
-  resolve fails, so the first test cannot pass on a wrong env or DNS name.
+  got the right sum. Its three Pods are spread over the workers (two and one), and the test checks that
+  they ran on two nodes: the ranks met across the Pod network. The same runtime with the master's address
+  overridden to a name that does not resolve fails, so the first test cannot pass on a wrong env or DNS
+  name.
 - **The installed manager.** The webhooks are addressed to the Service and carry the CA that the manager's
   rotator keeps in its Secret; metrics are served over HTTPS to a bearer token allowed ``GET /metrics``
   and refused without one (scraped from a Pod, as Prometheus would); both replicas are Ready, one holds
@@ -18,7 +20,6 @@ built from the Dockerfile, with two replicas.
 from __future__ import annotations
 
 import base64
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +32,16 @@ from controller.client.client import Client
 from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import e2e_paths as paths
-from support.kind_jobs import TIMEOUT, create, skip_unless_kind, trainjob, wait_finished
+from support import kind_jobs
+from support.kind_jobs import (
+    TIMEOUT,
+    assert_on_distinct_nodes,
+    create,
+    skip_unless_kind,
+    spread_over_nodes,
+    trainjob,
+    wait_finished,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,10 +59,7 @@ def on_kind(e2e_cluster: Any) -> None:
 
 @pytest.fixture(scope="module")
 def workload_image(on_kind: None) -> str:
-    image = os.environ.get("WORKLOAD_IMAGE", "")
-    if not image:
-        pytest.fail("WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)", pytrace=False)
-    return image
+    return kind_jobs.workload_image()
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +77,13 @@ def client(e2e_cluster: Any) -> Iterator[Client]:
 def test_kind_allreduce_on_three_nodes_completes_through_the_headless_service(
     e2e_cluster: Any, namespace: str, workload_image: str, eventually: Callable[..., Any]
 ) -> None:
-    create(
-        e2e_cluster,
-        namespace,
-        allreduce.allreduce_runtime("allreduce", workload_image, command=["python3", "allreduce.py"]),
-    )
+    runtime = allreduce.allreduce_runtime("allreduce", workload_image, command=["python3", "allreduce.py"])
+    create(e2e_cluster, namespace, spread_over_nodes(runtime))
     create(e2e_cluster, namespace, trainjob("sum", "allreduce", num_nodes=3))
 
     logs: dict[str, str] = {}
-    condition = wait_finished(e2e_cluster, namespace, "sum", eventually, logs)
+    nodes: dict[str, str] = {}
+    condition = wait_finished(e2e_cluster, namespace, "sum", eventually, logs, nodes=nodes)
     assert condition["type"] == "Complete", (condition, logs)
     # Every rank of 3 got the sum of [r + 1, (r + 1) ** 2] over r = 0, 1, 2, from rank 0 at the
     # master address the Torch plugin set: node 0's Pod under the JobSet's headless Service.
@@ -92,6 +97,7 @@ def test_kind_allreduce_on_three_nodes_completes_through_the_headless_service(
     assert all(f"via {master}:{constants.CONTAINER_TRAINER_PORT}: sum [6, 14]" in line for line in lines), (
         lines
     )
+    assert_on_distinct_nodes(namespace, "sum", nodes)
 
 
 def test_kind_allreduce_with_a_master_address_that_does_not_resolve_fails(

@@ -1,9 +1,11 @@
-"""JAX for real: ``examples/trainjob-jax.yaml``, applied as it is, joins its processes and sums across them.
+"""JAX for real: ``examples/trainjob-jax.yaml`` joins its processes and sums across them, from two nodes.
 
 kind only (``E2E_CLUSTER=kind``, after ``hack/e2e-setup-kind.sh``, which builds and loads the example's
 image ``kubeflow-trainer-py/example-jax``); on kwok every test here skips.
 
-The TrainJob runs on the shipped ``jax-distributed`` ClusterTrainingRuntime with two nodes. Each node's
+The TrainJob runs on the shipped ``jax-distributed`` ClusterTrainingRuntime with two nodes, as the example
+has it, plus one runtime patch that puts its two Pods on two different workers (the test checks where they
+ran): the coordination service and the collectives cross the Pod network between nodes. Each node's
 process calls ``jax.distributed.initialize()`` with the ``JAX_*`` variables the JAX plugin injected: node 0
 serves JAX's coordination service on the coordinator port, and every process registers with it at
 ``JAX_COORDINATOR_ADDRESS`` (node 0's Pod under the JobSet's headless Service). Then a psum over every
@@ -24,7 +26,14 @@ import yaml
 
 from runtime.api import constants
 from runtime.plugins.trainernode import JOB_COMPLETION_INDEX_FIELD_PATH
-from support.kind_jobs import JOBSET_NAME_LABEL, create, skip_unless_kind, wait_finished
+from support.kind_jobs import (
+    JOBSET_NAME_LABEL,
+    assert_on_distinct_nodes,
+    create,
+    one_pod_per_node,
+    skip_unless_kind,
+    wait_finished,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-jax.yaml"
@@ -42,15 +51,17 @@ def test_kind_jax_example_sums_across_two_processes_through_the_coordinator(
     name = body["metadata"]["name"]
     num_nodes = body["spec"]["trainer"]["numNodes"]
     assert num_nodes >= 2, f"{EXAMPLE} must run several processes to test a collective"
-    create(e2e_cluster, namespace, body)
+    create(e2e_cluster, namespace, one_pod_per_node(body))
     logs: dict[str, str] = {}
-    condition = wait_finished(e2e_cluster, namespace, name, eventually, logs)
+    nodes: dict[str, str] = {}
+    condition = wait_finished(e2e_cluster, namespace, name, eventually, logs, nodes=nodes)
     assert condition["type"] == "Complete", (condition, logs)
 
     # Every node was told the same coordinator, node 0's Pod under the headless Service, and its own index.
     coordinator = f"{name}-{constants.NODE}-0-0.{name}:{constants.CONTAINER_TRAINER_PORT}"
     pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
     assert len(pods) == num_nodes, [p.metadata.name for p in pods]
+    assert_on_distinct_nodes(namespace, name, nodes)
     for pod in pods:
         (container,) = [c for c in pod.spec.containers if c.name == constants.NODE]
         env = {e.name: e for e in container.env or []}

@@ -15,7 +15,9 @@ each rank adds ``rank + 1`` over ``MPI.COMM_WORLD`` and prints ``mpi: rank <r> o
   ``OMPI_MCA_plm_rsh_args``) to offer only a key it made itself: the nodes accept the Secret's key alone,
   so mpirun is refused and the TrainJob fails.
 
-The three TrainJobs are created at once, in one namespace, and run side by side.
+The three TrainJobs are created at once, in one namespace, and run side by side. Each one's Pods (launcher
+and nodes) are spread over the workers, and a TrainJob that completes must have run on two nodes: mpirun's
+ssh logins and the ranks' all-reduce crossed the Pod network between nodes.
 
 Each test checks its TrainJob Complete, the hostfile ConfigMap the plugin wrote (its hosts are the
 TrainJob's Pods under the JobSet's headless Service, its slots ``numProcPerNode``), the world the ranks saw
@@ -44,7 +46,13 @@ import yaml
 
 from controller import envtest
 from runtime.api import constants
-from support.kind_jobs import create, skip_unless_kind, wait_finished
+from support.kind_jobs import (
+    assert_on_distinct_nodes,
+    create,
+    skip_unless_kind,
+    spread_over_nodes,
+    wait_finished,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-mpi.yaml"
@@ -91,8 +99,9 @@ CASES = {
 def mpi_runtime(
     example: dict[str, dict[str, Any]], name: str, *, run_launcher_as_node: bool
 ) -> dict[str, Any]:
-    """The example's runtime under another name, ``runLauncherAsNode`` as given, and a launcher that fails
-    at once: no retry of its Job, no restart of its container (a restarted container loses its log)."""
+    """The example's runtime under another name, ``runLauncherAsNode`` as given, a launcher that fails at
+    once (no retry of its Job, no restart of its container: a restarted container loses its log), and the
+    Pods spread over the nodes."""
     runtime = copy.deepcopy(example[constants.TRAINING_RUNTIME_KIND])
     runtime["metadata"] = {"name": name}
     runtime["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = run_launcher_as_node
@@ -100,7 +109,7 @@ def mpi_runtime(
         if rjob["name"] == constants.LAUNCHER:
             rjob["template"]["spec"]["backoffLimit"] = 0
             rjob["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Never"
-    return runtime
+    return spread_over_nodes(runtime)
 
 
 def mpi_trainjob(example: dict[str, dict[str, Any]], name: str, case: Case) -> dict[str, Any]:
@@ -140,12 +149,26 @@ def mpi_trainjob(example: dict[str, dict[str, Any]], name: str, case: Case) -> d
 # ------------------------------------------------------------------------------------------- observation
 
 
-def finished(e2e_cluster: Any, namespace: str, name: str, eventually: Callable[..., Any]) -> tuple[str, str]:
+def finished(
+    e2e_cluster: Any,
+    namespace: str,
+    name: str,
+    eventually: Callable[..., Any],
+    nodes: dict[str, str] | None = None,
+) -> tuple[str, str]:
     """The TrainJob's final condition type (Complete or Failed) and its launcher's log, read as soon as
-    the launcher's container ended (a failed JobSet's Pods may be gone when the TrainJob says Failed)."""
+    the launcher's container ended (a failed JobSet's Pods may be gone when the TrainJob says Failed);
+    ``nodes`` gets the node of each of its Pods."""
     logs: dict[str, str] = {}
     condition = wait_finished(
-        e2e_cluster, namespace, name, eventually, logs, replicated_job=constants.LAUNCHER, timeout=TIMEOUT
+        e2e_cluster,
+        namespace,
+        name,
+        eventually,
+        logs,
+        replicated_job=constants.LAUNCHER,
+        nodes=nodes,
+        timeout=TIMEOUT,
     )
     return str(condition["type"]), "".join(logs.values())
 
@@ -200,7 +223,8 @@ def check(e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], name
     """Case ``name``'s TrainJob Complete, with the hostfile, world, sums, hosts and mounted files it must
     have."""
     case = CASES[name]
-    outcome, log = finished(e2e_cluster, namespace, name, eventually)
+    nodes: dict[str, str] = {}
+    outcome, log = finished(e2e_cluster, namespace, name, eventually, nodes)
     assert outcome == "Complete", log
 
     # The hostfile: the node Pods (and the launcher, when it is a node) under the headless Service,
@@ -235,6 +259,7 @@ def check(e2e_cluster: Any, namespace: str, eventually: Callable[..., Any], name
     assert {total for _, _, _, total in seen} == {world * (world + 1) // 2}, log
     assert Counter(host for _, _, host, _ in seen) == {pod: case.num_proc_per_node for pod in pods}, log
     assert sum(pod.startswith(f"{name}-{constants.NODE}-") for pod in pods) >= 2  # logged into two Pods
+    assert_on_distinct_nodes(namespace, name, nodes)
 
 
 # ------------------------------------------------------------------------------------------------- tests

@@ -1,4 +1,5 @@
-"""Distributed XGBoost on real Pods: ``examples/trainjob-xgboost.yaml`` applied as a user applies it.
+"""Distributed XGBoost on real Pods: ``examples/trainjob-xgboost.yaml`` applied as a user applies it, its Pods
+on two nodes.
 
 kind only (``E2E_CLUSTER=kind``, after ``hack/e2e-setup-kind.sh``, which builds and loads the example's
 image ``kubeflow-trainer-py/example-xgboost:0.1.0`` from ``examples/images/xgboost``); on kwok it skips.
@@ -9,7 +10,9 @@ for ``DMLC_NUM_WORKER`` workers, and every worker joins with its ``DMLC_TASK_ID`
 gave it that rank, trains on its own shard of a synthetic problem and prints the world size and a digest of
 its model.
 
-The test passes only if the TrainJob is Complete, every rank of ``numNodes`` printed once, each saw a world
+The first test adds one runtime patch to the example, which puts its Pods on different workers, and checks
+that they ran on two nodes: the tracker and the workers met across the Pod network between nodes.
+It passes only if the TrainJob is Complete, every rank of ``numNodes`` printed once, each saw a world
 of ``numNodes`` workers through node 0's Pod under the JobSet's headless Service, and all printed the same
 digest. Each part of a wrong environment fails it: a tracker name of another Pod makes node 0's tracker
 fail to bind, one that does not resolve ends the script after its 120 s wait; ports that differ between Pods,
@@ -31,7 +34,13 @@ import pytest
 import yaml
 
 from runtime.api import constants
-from support.kind_jobs import create, skip_unless_kind, wait_finished
+from support.kind_jobs import (
+    assert_on_distinct_nodes,
+    create,
+    one_pod_per_node,
+    skip_unless_kind,
+    wait_finished,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trainjob-xgboost.yaml"
@@ -49,13 +58,17 @@ def on_kind(e2e_cluster: Any) -> None:
 
 
 def run(
-    e2e_cluster: Any, namespace: str, body: dict[str, Any], eventually: Callable[..., Any]
+    e2e_cluster: Any,
+    namespace: str,
+    body: dict[str, Any],
+    eventually: Callable[..., Any],
+    nodes: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Create the TrainJob; its final condition and its Pods' logs."""
+    """Create the TrainJob; its final condition and its Pods' logs (and into ``nodes``, their nodes)."""
     create(e2e_cluster, namespace, body)
     logs: dict[str, str] = {}
     condition = wait_finished(
-        e2e_cluster, namespace, body["metadata"]["name"], eventually, logs, timeout=TIMEOUT
+        e2e_cluster, namespace, body["metadata"]["name"], eventually, logs, nodes=nodes, timeout=TIMEOUT
     )
     return condition, logs
 
@@ -67,8 +80,10 @@ def test_kind_xgboost_example_trains_one_model_on_every_worker(
     name, nodes = body["metadata"]["name"], body["spec"]["trainer"]["numNodes"]
     assert body["spec"]["runtimeRef"]["name"] == "xgboost-distributed" and nodes >= 2, body["spec"]
 
-    condition, logs = run(e2e_cluster, namespace, body, eventually)
+    placed: dict[str, str] = {}
+    condition, logs = run(e2e_cluster, namespace, one_pod_per_node(body), eventually, placed)
     assert condition["type"] == "Complete", (condition, logs)
+    assert_on_distinct_nodes(namespace, name, placed)
 
     printed = [match.groups() for text in logs.values() for match in LINE.finditer(text)]
     assert sorted(int(rank) for rank, _, _, _ in printed) == list(range(nodes)), logs

@@ -2,6 +2,13 @@
 TrainingRuntime in a test's namespace, waiting for its final condition, and the logs of its Pods, read as soon
 as each Pod's containers end (a failed JobSet's Pods may be gone by the time the TrainJob says Failed).
 
+The kind cluster has a control plane, tainted, and at least two workers (``hack/e2e-setup-kind.sh``). A
+test that shows Pods of one TrainJob meeting over the network spreads them over the workers
+(``spread_over_nodes`` on a runtime it creates, ``one_pod_per_node`` on a TrainJob of a shipped runtime)
+and checks that they ran on two nodes at least (``assert_on_distinct_nodes`` on the nodes that
+``wait_finished`` recorded), so that what it shows went
+through the Pod network between nodes, not through one node's bridge.
+
 The ``e2e_cluster`` argument is the session fixture of ``test/e2e/conftest.py`` (``flavour``, ``custom``
 and ``core`` API clients); ``eventually`` is its fixture of the same name (retries on ``AssertionError``
 until a deadline, then fails naming what was awaited).
@@ -9,7 +16,8 @@ until a deadline, then fails naming what was awaited).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kubernetes
@@ -28,12 +36,24 @@ IMAGE_NOT_THERE = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverP
 """Waiting reasons of a container whose image is not on the node: images are loaded into kind, never
 pulled, so waiting longer cannot help."""
 PLURALS = {constants.TRAINING_RUNTIME_KIND: "trainingruntimes", constants.TRAINJOB_KIND: "trainjobs"}
+HOSTNAME_KEY = "kubernetes.io/hostname"
+SPREAD_PATCH_MANAGER = "e2e.trainer.kubeflow.org/spread"
+"""The ``spec.runtimePatches[].manager`` of ``one_pod_per_node``'s entry."""
 
 
 def skip_unless_kind(e2e_cluster: Any, needs: str) -> None:
     """Skip the calling test (or module, from a module fixture) unless the suite runs on kind."""
     if e2e_cluster.flavour != "kind":
         pytest.skip(f"kind only: {needs} (hack/e2e-setup-kind.sh)")
+
+
+def workload_image() -> str:
+    """The image of ``test/e2e/workload`` (Debian's Python and the workload's scripts) that
+    ``hack/e2e-setup-kind.sh`` exports as ``WORKLOAD_IMAGE``; fails the calling test without it."""
+    image = os.environ.get("WORKLOAD_IMAGE", "")
+    if not image:
+        pytest.fail("WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)", pytrace=False)
+    return image
 
 
 def trainjob(name: str, runtime: str, *, num_nodes: int) -> dict[str, Any]:
@@ -100,6 +120,36 @@ def read_ended_logs(
             logs[pod.metadata.name] = text
 
 
+def describe_pods(e2e_cluster: Any, namespace: str, name: str) -> str:
+    """One line per Pod of TrainJob ``name``'s JobSet: its node, phase and restarts, and for a container
+    that ended before (a restart in place), the exit code and last log line of that run: why a TrainJob
+    that has not finished is stuck, in the failure's message."""
+    core = e2e_cluster.core
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    if not pods:
+        return "it has no Pods"
+    lines = []
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        line = f"{pod.metadata.name} on {pod.spec.node_name or '(no node)'}: {pod.status.phase}"
+        for status in pod.status.container_statuses or []:
+            line += f", {status.name} restarted {status.restart_count}"
+            last = status.last_state.terminated if status.last_state else None
+            if last is None:
+                continue
+            try:
+                log = str(
+                    core.read_namespaced_pod_log(
+                        pod.metadata.name, namespace, container=status.name, previous=True
+                    )
+                )
+            except kubernetes.client.ApiException:
+                log = ""
+            tail = log.strip().splitlines()[-1:] or [""]
+            line += f" (last exit {last.exit_code}: {tail[0]!r})"
+        lines.append(line)
+    return "its Pods: " + "; ".join(lines)
+
+
 def wait_finished(
     e2e_cluster: Any,
     namespace: str,
@@ -108,19 +158,29 @@ def wait_finished(
     logs: dict[str, str] | None = None,
     *,
     replicated_job: str | None = None,
+    nodes: dict[str, str] | None = None,
     timeout: float = TIMEOUT,
 ) -> dict[str, Any]:
     """The TrainJob's final condition (Complete or Failed); ``logs``, when given, gets the log of each of its
-    Pods (of ``replicated_job`` only, if given) as soon as the Pod ended."""
+    Pods (of ``replicated_job`` only, if given) as soon as the Pod ended; ``nodes``, when given, gets the
+    node of each of its Pods (all of them) as soon as the Pod is bound to one."""
 
     def finished() -> dict[str, Any]:
+        if nodes is not None:
+            record_nodes(e2e_cluster, namespace, name, nodes)
         if logs is not None:  # logs first: when the TrainJob has finished, every Pod has ended and been read
             read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
         condition = final_condition(e2e_cluster, namespace, name)
-        assert condition is not None, f"TrainJob {namespace}/{name} has not finished"
+        if condition is None:
+            raise AssertionError(f"TrainJob {namespace}/{name} has not finished")
         return condition
 
-    result: dict[str, Any] = eventually(finished, timeout=timeout, interval=0.5)
+    try:
+        result: dict[str, Any] = eventually(finished, timeout=timeout, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc} within {timeout:.0f} s; {describe_pods(e2e_cluster, namespace, name)}"
+        ) from None
     if logs is not None:  # a Pod that ended between the last read of logs and that of the condition
         read_ended_logs(e2e_cluster, namespace, name, logs, replicated_job=replicated_job)
     return result
@@ -156,3 +216,76 @@ def release(e2e_cluster: Any, namespace: str, pods: list[Any]) -> None:
             stdout=True,
             tty=False,
         )
+
+
+def record_nodes(e2e_cluster: Any, namespace: str, name: str, nodes: dict[str, str]) -> None:
+    """Add to ``nodes`` (Pod name → node) each Pod of TrainJob ``name``'s JobSet that is bound to a node.
+    Read while the TrainJob runs: once it is Complete, JobSet may delete the Pods still running (an MPI
+    TrainJob completes with its launcher, and its node Pods, which only serve sshd, are deleted)."""
+    pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+    nodes.update({pod.metadata.name: pod.spec.node_name for pod in pods if pod.spec.node_name})
+
+
+def spread_over_nodes(runtime: dict[str, Any]) -> dict[str, Any]:
+    """``runtime`` (a TrainingRuntime body), its Pods spread over the nodes: every replicated job's Pod
+    template gets a topology spread constraint over ``kubernetes.io/hostname`` with ``maxSkew`` 1 and
+    ``DoNotSchedule``, among the Pods of the same JobSet: the selector takes every JobSet's Pods (they all
+    carry the replicated job label), and ``matchLabelKeys`` narrows it to the Pod's own JobSet name, so one
+    TrainJob's Pods, not those of another on the same runtime (a key may not be in both). Any number of
+    Pods fits: three on two workers go two and one.
+
+    ``nodeTaintsPolicy: Honor``: the scheduler counts only the nodes whose taints the Pod tolerates. With
+    the default (Ignore) the tainted control plane would count as a node of zero Pods, so the second Pod on
+    a worker would exceed the skew and stay Pending. Returns ``runtime``, changed in place."""
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": HOSTNAME_KEY,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "nodeTaintsPolicy": "Honor",
+        "labelSelector": {"matchExpressions": [{"key": REPLICATED_JOB_LABEL, "operator": "Exists"}]},
+        "matchLabelKeys": [JOBSET_NAME_LABEL],
+    }
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod_spec = rjob["template"]["spec"]["template"].setdefault("spec", {})
+        pod_spec.setdefault("topologySpreadConstraints", []).append(dict(constraint))
+    return runtime
+
+
+def one_pod_per_node(
+    trainjob: dict[str, Any], replicated_jobs: Sequence[str] = (constants.NODE,)
+) -> dict[str, Any]:
+    """``trainjob`` (a TrainJob body on any runtime, a shipped ClusterTrainingRuntime among them) with a
+    runtime patch (``SPREAD_PATCH_MANAGER``) that gives the Pods of ``replicated_jobs`` a required pod
+    anti-affinity over ``kubernetes.io/hostname`` against every Pod of its JobSet: no two on one node. A
+    TrainJob of more Pods than there are workers would stay Pending: use ``spread_over_nodes`` on its
+    runtime instead. Returns ``trainjob``, changed in place."""
+    name = trainjob["metadata"]["name"]
+    affinity = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": HOSTNAME_KEY, "labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: name}}}
+            ]
+        }
+    }
+    patches = [
+        {"name": rjob, "template": {"spec": {"template": {"spec": {"affinity": affinity}}}}}
+        for rjob in replicated_jobs
+    ]
+    trainjob["spec"].setdefault("runtimePatches", []).append(
+        {
+            "manager": SPREAD_PATCH_MANAGER,
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": patches}}},
+        }
+    )
+    return trainjob
+
+
+def assert_on_distinct_nodes(namespace: str, name: str, nodes: dict[str, str], *, at_least: int = 2) -> None:
+    """Fails unless the Pods of TrainJob ``name`` ran on ``at_least`` distinct nodes; ``nodes`` (Pod name →
+    node) is what ``wait_finished(..., nodes=nodes)`` recorded while the TrainJob ran."""
+    distinct = set(nodes.values())
+    assert len(distinct) >= at_least, (
+        f"TrainJob {namespace}/{name}: its Pods ran on {len(distinct)} node(s), not on {at_least} at least "
+        f"(Pod → node: {nodes}); the kind cluster must have two workers (hack/e2e-setup-kind.sh) and the "
+        "test must spread the Pods (support.kind_jobs.spread_over_nodes or one_pod_per_node)"
+    )
