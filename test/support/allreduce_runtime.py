@@ -35,7 +35,7 @@ def allreduce_runtime(
         "kind": constants.TRAINING_RUNTIME_KIND,
         "metadata": {"name": name, **({"labels": labels} if labels else {})},
         "spec": {
-            "mlPolicy": {"numNodes": num_nodes, "torch": {"numProcPerNode": 1}},
+            "mlPolicy": {"numNodes": num_nodes, "torch": {}},
             "template": {"spec": {"replicatedJobs": [node_job]}},
         },
     }
