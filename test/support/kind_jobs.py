@@ -17,6 +17,7 @@ until a deadline, then fails naming what was awaited).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -219,11 +220,28 @@ def release(e2e_cluster: Any, namespace: str, pods: list[Any]) -> None:
 
 
 def record_nodes(e2e_cluster: Any, namespace: str, name: str, nodes: dict[str, str]) -> None:
-    """Add to ``nodes`` (Pod name → node) each Pod of TrainJob ``name``'s JobSet that is bound to a node.
-    Read while the TrainJob runs: once it is Complete, JobSet may delete the Pods still running (an MPI
-    TrainJob completes with its launcher, and its node Pods, which only serve sshd, are deleted)."""
+    """Add to ``nodes`` (Pod name → node) each Pod of TrainJob ``name``'s JobSet that is bound to a node:
+    the Pods there are, and the scheduler's ``Scheduled`` Events of those already gone. Once a TrainJob is
+    Complete, JobSet may delete the Pods still running (an MPI TrainJob completes with its launcher, and its
+    node Pods, which only serve sshd, are deleted), and a test that waits for another TrainJob first may
+    look only then; the Events stay (an hour by default). A gone Pod is told by its name, ``<JobSet>-
+    <replicated job>-<job index>-<pod index>-<suffix>``, so no other TrainJob of the namespace may be named
+    ``<name>-...``."""
     pods = e2e_cluster.core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
     nodes.update({pod.metadata.name: pod.spec.node_name for pod in pods if pod.spec.node_name})
+    events = e2e_cluster.core.list_namespaced_event(
+        namespace, field_selector="reason=Scheduled,involvedObject.kind=Pod"
+    ).items
+    pod_name = re.compile(rf"{re.escape(name)}-[a-z0-9-]+-\d+-\d+-[a-z0-9]+")
+    for event in events:
+        pod = event.involved_object.name or ""
+        bound = _ASSIGNED.fullmatch(event.message or "")
+        if pod_name.fullmatch(pod) and bound is not None and bound["pod"] == f"{namespace}/{pod}":
+            nodes.setdefault(pod, bound["node"])
+
+
+_ASSIGNED = re.compile(r"Successfully assigned (?P<pod>\S+) to (?P<node>\S+)")
+"""kube-scheduler's message on a Pod's ``Scheduled`` Event (any scheduler built on its framework)."""
 
 
 def spread_over_nodes(runtime: dict[str, Any]) -> dict[str, Any]:
