@@ -27,7 +27,14 @@ from controller.client.client import Client
 from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import e2e_paths as paths
-from support.kind_jobs import JOBSET_NAME_LABEL, create, skip_unless_kind, trainjob, wait_finished
+from support.kind_jobs import (
+    JOBSET_NAME_LABEL,
+    create,
+    skip_unless_kind,
+    trainjob,
+    wait_finished,
+    workload_image,
+)
 
 PLUGIN = "Example"
 ENV_NAME = "EXAMPLE_PLUGIN_TRAINJOB"
@@ -61,8 +68,7 @@ def test_kind_example_plugin_reaches_the_pods_exactly_when_the_configuration_ena
             f"but the installed Configuration has plugins.enabled={list(installed.plugins)} "
             f"(image {installed.image})"
         )
-    image = os.environ.get("WORKLOAD_IMAGE", "")
-    assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
+    image = workload_image()
     # Two nodes that print what the plugin told them, or that it told them nothing.
     command = ["sh", "-c", f'echo "example-plugin: ${{{ENV_NAME}-{UNSET}}}"']
     create(

@@ -67,6 +67,7 @@ from runtime.api import constants
 from support import allreduce_runtime as allreduce
 from support import cluster_manager, install, kwok
 from support import e2e_paths as paths
+from support.kind_jobs import workload_image
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -601,8 +602,7 @@ def test_on_kind_the_sdk_trains_on_real_pods_that_rendezvous_and_reads_their_log
 ) -> None:
     # A namespaced runtime (the SDK prefers it to a cluster one of the same name) with the Torch policy whose
     # node runs the all-reduce of test/e2e/workload; the SDK names the image, the runtime keeps its command.
-    image = os.environ.get("WORKLOAD_IMAGE", "")
-    assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
+    image = workload_image()
     runtime = allreduce.allreduce_runtime(
         "sdk-allreduce",
         "trainer-e2e/not-this-one:0",
@@ -699,8 +699,7 @@ def test_on_kind_a_pod_reports_progress_the_sdk_reads_and_another_trainjobs_pod_
     kind_sdk: SdkDriver, namespace: str, e2e_cluster: Any, eventually: Callable[..., Any]
 ) -> None:
     require_trainjob_status_gate(e2e_cluster)
-    image = os.environ.get("WORKLOAD_IMAGE", "")
-    assert image, "WORKLOAD_IMAGE is not set (hack/e2e-setup-kind.sh exports it)"
+    image = workload_image()
     # One node runs progress.py, with only what the TrainJobStatus plugin gave it; a refused report fails
     # the Pod at once (no restarts), so the TrainJob fails instead of completing.
     runtime = allreduce.allreduce_runtime(
