@@ -26,8 +26,8 @@
 #      node Ready;
 #   4. `kind load` into the workers the manager (plain and with the example plugin), JobSet, workload,
 #      Prometheus and example images, the stand-ins of the images upstream's e2e suite runs
-#      (test/e2e/upstream/README.md), and Kueue's and agnhost's (the program in the pods of Kueue's e2e
-#      specs);
+#      (test/e2e/upstream/README.md), Kueue's and agnhost's (the program in the pods of Kueue's e2e
+#      specs), and scheduler-plugins' scheduler and controller;
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   5b. scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler (install_scheduler_plugins): the
@@ -234,7 +234,8 @@ start=$SECONDS
 "$kind" load docker-image "$TRAINER_IMAGE" "$PLUGIN_IMAGE" --name "$name" --nodes "$load_nodes" >/dev/null
 # shellcheck disable=SC2086 # EXAMPLE_IMAGES and UPSTREAM_IMAGES are lists of names, split on purpose
 "$kind" load docker-image "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES $UPSTREAM_IMAGES \
-  "$KUEUE_IMAGE" "$AGNHOST_IMAGE" --name "$name" --nodes "$load_nodes" >/dev/null
+  "$KUEUE_IMAGE" "$AGNHOST_IMAGE" "$SCHEDULER_PLUGINS_IMAGE" "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" \
+  --name "$name" --nodes "$load_nodes" >/dev/null
 say "images loaded into $load_nodes in $((SECONDS - start)) s"
 
 relative() { "$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
@@ -285,8 +286,6 @@ install_scheduler_plugins() {
   [[ -d "$src/manifests/install/charts/as-a-second-scheduler" ]] || die "no as-a-second-scheduler chart in $src"
   k get crd podgroups.scheduling.x-k8s.io >/dev/null 2>&1 || had_crd=no
   say "installing scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler"
-  "$kind" load docker-image "$SCHEDULER_PLUGINS_IMAGE" "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" --name "$name" \
-    --nodes "$(worker_nodes | paste -sd, -)" >/dev/null
   k apply --server-side --force-conflicts -f "$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" \
     -f "$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml" \
     -f "$src/manifests/noderesourcetopology/crd.yaml" >/dev/null
