@@ -70,7 +70,9 @@ DEFAULT_BURST = 100
 DEFAULT_PAGE_SIZE = 500  # client-go tools/pager defaultPageSize
 DEFAULT_WATCH_READ_TIMEOUT = 90.0
 MAX_RETRIES = 10  # client-go rest.Request maxRetries
-# When bookmarks are off nothing guarantees traffic, so a watch may be silent until the server ends it.
+# Nothing guarantees traffic on a watch before the server ends it, bookmarks or not: kube-apiserver sends
+# none on a resource its watch cache has seen no event of since it started, until etcd's next progress
+# notification (every 10 minutes by default). A watch with a server timeout may be silent until then.
 _WATCH_TIMEOUT_SLACK = 30.0
 
 PatchType = Literal["merge", "json", "strategic"]
@@ -377,9 +379,12 @@ class Client:
     ) -> Watch:
         """Open a watch. Raises the mapped error if the server refuses it; see :class:`Watch`.
 
-        ``read_timeout`` (default :attr:`watch_read_timeout`) bounds the silence on the stream. Without
-        bookmarks a quiet watch may legitimately say nothing until ``timeout_seconds``, so then the bound is
-        stretched past it.
+        ``read_timeout`` (default :attr:`watch_read_timeout`) bounds the silence on the stream. With a
+        ``timeout_seconds``, a quiet watch may legitimately say nothing until the server ends it, with
+        bookmarks or without (see ``_WATCH_TIMEOUT_SLACK``), so the bound is stretched past it: a watch is
+        re-opened at client-go's pace, never because a quiet kind sent nothing for a minute and a half. A
+        dead peer is still found within about a minute by the transport's TCP keepalive, as client-go
+        finds it.
         """
         resource = self.resource_for(gvk)
         query = _query(
@@ -391,7 +396,7 @@ class Client:
             ("fieldSelector", field_selector),
         )
         timeout = read_timeout if read_timeout is not None else self.watch_read_timeout
-        if not allow_bookmarks and timeout_seconds is not None:
+        if timeout_seconds is not None:
             timeout = max(timeout, timeout_seconds + _WATCH_TIMEOUT_SLACK)
         path = resource.path(namespace)
         stream = self._exchange(

@@ -150,6 +150,26 @@ def test_a_silent_stream_raises_watch_timeout(stub: Any, transport: Transport) -
         client.close()
 
 
+def test_a_watch_with_a_server_timeout_may_be_silent_past_the_read_timeout(stub: Any, transport: Transport) -> None:
+    # kube-apiserver sends no bookmark on a kind its watch cache has seen no event of (until etcd's next
+    # progress notification, 10 minutes by default): a quiet watch with a server timeout is not dead, and
+    # is not re-opened before the server ends it.
+    quiet = threading.Event()
+
+    def quiet_then_closed() -> Iterator[bytes]:
+        yield event("ADDED", "a", "1")
+        quiet.wait(0.6)  # three read timeouts of silence, then the server ends the watch
+        yield event("MODIFIED", "a", "2")
+
+    stub.route("GET", PATH, lambda _r: stub.Response(chunks=quiet_then_closed()))
+    client = Client(transport, qps=0, watch_read_timeout=0.2)
+    try:
+        watch = client.watch(CM, "ns", timeout_seconds=1, allow_bookmarks=True)
+        assert names(list(watch)) == [("ADDED", "a"), ("MODIFIED", "a")]
+    finally:
+        client.close()
+
+
 def test_a_connection_dropped_mid_stream_raises_connection_failed(stub: Any, client: Client) -> None:
     def broken() -> Iterator[bytes]:
         yield event("ADDED", "a", "1")
