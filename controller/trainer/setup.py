@@ -13,7 +13,9 @@ Start-up, in order (`cmd/` calls these):
 2. `cache_by_object(registry)`: what the cache holds of each kind the plugins watch. A kind whose watches
    all declare the same label selector is cached under it (ConfigMaps and Secrets: only those labelled
    `trainer.kubeflow.org/trainjob-name`), so the manager never caches every ConfigMap or Secret of the
-   cluster (upstream's trainer#3374 memory problem). Pass it to the manager's cache.
+   cluster (upstream's trainer#3374 memory problem); and of each object only what the readers read
+   (`controller.trainer.cache_transforms`: a running JobSet without its pod templates, a TrainJob's Secrets
+   without their keys). Pass it to the manager's cache.
 3. `setup_with_manager(manager, registry, ...)`: the TrainJob field indexes, then the controllers:
    - `trainjob_controller` for TrainJobs (every event), owning JobSets, PodGroups (each flavour only when
      its CRD is served at start-up; otherwise logged and skipped, as upstream), ConfigMaps and Secrets, and
@@ -48,6 +50,7 @@ from controller.controller.builder import ControllerBuilder
 from controller.controller.predicate import Funcs
 from controller.controller.reconcile import Request
 from controller.manager.manager import Manager
+from controller.trainer.cache_transforms import CacheTransforms
 from controller.trainer.config import Configuration, ConfigurationError
 from controller.trainer.indexers import register_indexes, trainjobs_for_runtime
 from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB, gvk_of
@@ -162,14 +165,20 @@ def _watched_kinds(watches: Iterable[Watch]) -> dict[GVK, list[Watch]]:
     return kinds
 
 
-def cache_by_object(registry: RuntimeRegistry) -> dict[GVK, ByObject]:
-    """Per-kind cache options from the plugins' watches: a label selector where every watch of the kind
-    declares the same one (no selector, i.e. cache everything, as soon as one watch declares none)."""
+def cache_by_object(
+    registry: RuntimeRegistry, transforms: CacheTransforms | None = None
+) -> dict[GVK, ByObject]:
+    """Per-kind cache options for the TrainJob, the two runtime kinds and every kind the plugins watch: a
+    label selector where every watch of the kind declares the same one (no selector, i.e. cache everything,
+    as soon as one watch declares none), and the kind's transform (`controller.trainer.cache_transforms`:
+    only what the readers read, in one shared in-memory form)."""
+    transforms = transforms if transforms is not None else CacheTransforms()
+    watched = _watched_kinds(registry.watches())
     options: dict[GVK, ByObject] = {}
-    for gvk, watches in _watched_kinds(registry.watches()).items():
-        selectors = {w.label_selector for w in watches}
-        if len(selectors) == 1 and None not in selectors:
-            options[gvk] = ByObject(label_selector=selectors.pop())
+    for gvk in (TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, *watched):
+        selectors = {w.label_selector for w in watched.get(gvk, ())}
+        selector = selectors.pop() if len(selectors) == 1 and None not in selectors else None
+        options[gvk] = ByObject(label_selector=selector, transform=transforms.for_kind(gvk))
     return options
 
 

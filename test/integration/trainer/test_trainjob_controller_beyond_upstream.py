@@ -33,7 +33,11 @@ conditions = _objects.conditions
 container = _objects.container
 get = _objects.get
 job = _objects.job
+jobs_status = _objects.jobs_status
+pod_spec = _objects.pod_spec
+replicated_jobs = _objects.replicated_jobs
 runtime = _objects.runtime
+set_jobset_status = _objects.set_jobset_status
 torch_runtime = _objects.torch_runtime
 trainjob = _objects.trainjob
 _create = _objects.create
@@ -207,3 +211,61 @@ def test_metrics_show_the_trainer_families(trainer: Any, client: Client, namespa
     assert 'controller_runtime_max_concurrent_reconciles{controller="trainjob_controller"} 5.0' in body
     assert "kubeflow_trainer_trainjobs" in body
     assert "kubeflow_trainer_trainjob_jobset_creation_seconds" in body
+
+
+def test_a_running_jobset_is_cached_without_its_pod_templates_and_drift_is_still_repaired(
+    trainer: Any, client: Client, namespace: str, eventually: Eventually
+) -> None:
+    # The cache keeps a running JobSet's metadata, status and spec.suspend only (see
+    # controller.trainer.cache_transforms); the controller must still repair a suspended JobSet someone
+    # else changed, follow a running one's status, and suspend it again.
+    _create(client, torch_runtime(namespace))
+    _create(client, trainjob(namespace, "alpha", "alpha", suspend=True, trainer={"numNodes": 2}))
+    store = trainer.manager.cache.informers()[JOBSET].get_store()  # type: ignore[attr-defined]
+
+    def cached() -> dict[str, Any]:
+        found: dict[str, Any] | None = store.get_by_key(f"{namespace}/alpha")
+        assert found is not None, "the JobSet is not in the cache yet"
+        return found
+
+    eventually(lambda: get(client, JOBSET, "alpha", namespace), timeout=20)
+    image = pod_spec(get(client, JOBSET, "alpha", namespace), "node")["containers"][0]["image"]
+    eventually(lambda: replicated_jobs(cached()), timeout=10)  # suspended: kept whole
+
+    # Drift while suspended: another writer changes a field the controller owns; it is re-applied.
+    path = "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/image"
+    client.patch(JOBSET, "alpha", [{"op": "replace", "path": path, "value": "drifted:1"}], namespace, "json")
+
+    def repaired() -> None:
+        assert pod_spec(get(client, JOBSET, "alpha", namespace), "node")["containers"][0]["image"] == image
+
+    eventually(repaired, timeout=20)
+
+    # Running: the cache holds no replicated jobs, and the JobSet's status still reaches the TrainJob.
+    client.patch(TRAINJOB, "alpha", {"spec": {"suspend": False}}, namespace)
+    eventually(lambda: get(client, JOBSET, "alpha", namespace)["spec"].get("suspend") is False, timeout=20)
+
+    def slim() -> None:
+        assert "replicatedJobs" not in cached()["spec"], sorted(cached()["spec"])
+
+    eventually(slim, timeout=10)
+    set_jobset_status(
+        client, namespace, "alpha", {"replicatedJobsStatus": jobs_status(("node", 2, 0, 0, 2, 0))}
+    )
+
+    def followed() -> None:
+        status = get(client, TRAINJOB, "alpha", namespace).get("status") or {}
+        assert status.get("jobsStatus") == jobs_status(("node", 2, 0, 0, 2, 0)), status
+
+    eventually(followed, timeout=20)
+
+    # Suspended again: re-applied from the runtime, whole, though the cache held only the slim form.
+    client.patch(TRAINJOB, "alpha", {"spec": {"suspend": True}}, namespace)
+
+    def suspended_whole() -> None:
+        jobset = get(client, JOBSET, "alpha", namespace)
+        assert jobset["spec"].get("suspend") is True
+        assert pod_spec(jobset, "node")["containers"][0]["image"] == image
+
+    eventually(suspended_whole, timeout=20)
+    eventually(lambda: replicated_jobs(cached()), timeout=10)

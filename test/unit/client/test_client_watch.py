@@ -150,7 +150,9 @@ def test_a_silent_stream_raises_watch_timeout(stub: Any, transport: Transport) -
         client.close()
 
 
-def test_a_watch_with_a_server_timeout_may_be_silent_past_the_read_timeout(stub: Any, transport: Transport) -> None:
+def test_a_watch_with_a_server_timeout_may_be_silent_past_the_read_timeout(
+    stub: Any, transport: Transport
+) -> None:
     # kube-apiserver sends no bookmark on a kind its watch cache has seen no event of (until etcd's next
     # progress notification, 10 minutes by default): a quiet watch with a server timeout is not dead, and
     # is not re-opened before the server ends it.

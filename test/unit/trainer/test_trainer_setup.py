@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from controller.cache.informer_cache import ByObject
 from controller.client.gvk import GVK
+from controller.trainer.cache_transforms import CacheTransforms
 from controller.trainer.config import Configuration
+from controller.trainer.kinds import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB
 from controller.trainer.setup import cache_by_object, concurrency_key, new_registry
 from runtime.features import FeatureGates
 
@@ -13,10 +14,22 @@ LABEL = "trainer.kubeflow.org/trainjob-name"
 
 def test_configmaps_and_secrets_are_cached_only_with_the_trainjob_label() -> None:
     options = cache_by_object(new_registry())
-    assert options == {
-        GVK("", "v1", "ConfigMap"): ByObject(label_selector=LABEL),
-        GVK("", "v1", "Secret"): ByObject(label_selector=LABEL),
+    selectors = {gvk: opts.label_selector for gvk, opts in options.items()}
+    assert {gvk for gvk, selector in selectors.items() if selector} == {
+        GVK("", "v1", "ConfigMap"),
+        GVK("", "v1", "Secret"),
     }
+    assert set(selectors.values()) == {LABEL, None}
+
+
+def test_every_kind_the_trainer_caches_has_its_transform() -> None:
+    transforms = CacheTransforms()
+    options = cache_by_object(new_registry(), transforms)
+    assert {TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, JOBSET} <= set(options)
+    for gvk, opts in options.items():
+        assert opts.transform == transforms.for_kind(gvk), gvk
+    assert options[JOBSET].transform == transforms.jobset
+    assert options[TRAINJOB].transform == transforms.trainjob
 
 
 def test_the_trainjobstatus_plugin_runs_only_with_its_feature_gate() -> None:
