@@ -16,7 +16,8 @@ Guarantees:
 - Transition rules (those that read `oldSelf`, unless `optionalOldSelf`) are not run: render has no old
   object, and on create the apiserver does not run them either.
 - At the resource root, `self.metadata` holds only `name` and `generateName`, as in the apiserver.
-- Each rule is compiled once per `RuleValidator`; `SchemaChecker` keeps one per CRD version.
+- Each rule is compiled once per `RuleValidator`; `SchemaChecker` keeps one per CRD version. The `cel`
+  package is imported by the first compile, not with this module.
 - Bounded: evaluating a rule costs one unit per value it is handed as `self` (every map, list, scalar
   below it) plus one per 64 characters of each string, and one object may spend `COST_BUDGET` units in all.
   A rule that reads `self` only through fields (`self.metadata.name`) is handed only those fields.
@@ -40,8 +41,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import cel
 
 from runtime.framework import ErrorType, FieldError
 
@@ -149,6 +148,10 @@ def _selected_fields(rule: str) -> frozenset[str] | None:
 
 
 def _compile_rules(schema: Mapping[str, Any]) -> list[_Rule]:
+    # Imported on first use: the `cel` package imports its command-line front end (prompt_toolkit, ~28 MiB
+    # resident), and only `trainer-render` evaluates rules; the manager imports this module but never does.
+    import cel  # noqa: PLC0415
+
     rules = []
     for raw in schema.get("x-kubernetes-validations") or ():
         if not isinstance(raw, Mapping) or not isinstance(raw.get("rule"), str) or not raw["rule"].strip():

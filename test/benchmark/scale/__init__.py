@@ -54,6 +54,8 @@ Request accounting: ``apiserver_request_total`` has no user label, so the benchm
 Threads: the benchmark's watches and client pools are threads of this process, each named and joined before
 the scenario ends (the rule that only ``controller/`` starts threads is about the product).
 
+Set-ups (``--setup``): with the PodGroup CRD (the default) or without it (see :data:`SETUPS`).
+
 Deliberately missing: a JobSet controller, kubelets and Pods (nothing runs), admission webhooks, more than
 one replica, and any assertion on time.
 """
@@ -93,6 +95,12 @@ IGNORED_RESOURCES = frozenset({"", "leases", "endpoints", "endpointslices"})
 the ``kubernetes`` Service's endpoints). Non-resource paths (``/openapi/v3``...) are left out too."""
 
 SCENARIOS = ("burst", "burst-lifted", "steady", "scale", "ceiling", "micro")
+DEFAULT_SETUP = "podgroup-crds"
+SETUPS = (DEFAULT_SETUP, "no-podgroup-crds")
+"""The control plane's set-up: with scheduler-plugins' PodGroup CRD installed (the default: each manager
+then watches PodGroups, and the scale scenario runs a CoScheduling runtime, so each TrainJob also has a
+PodGroup), or without it (both managers skip the PodGroup watch; the scale scenario runs the plain torch
+runtime). Results of a set-up other than the default are kept as ``<scenario>@<setup>``."""
 
 
 def stamp() -> str:

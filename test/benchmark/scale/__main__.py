@@ -14,10 +14,12 @@ from typing import Any
 
 from benchmark.scale import (
     CONTROLLERS,
+    DEFAULT_SETUP,
     LIFTED_BURST,
     LIFTED_QPS,
     REPO,
     SCENARIOS,
+    SETUPS,
     SHIPPED_BURST,
     SHIPPED_QPS,
     say,
@@ -55,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         "--scenarios", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}"
     )
     parser.add_argument("--controllers", default=",".join(CONTROLLERS), help="ours, upstream or both")
+    parser.add_argument(
+        "--setup",
+        choices=SETUPS,
+        default=DEFAULT_SETUP,
+        help="with scheduler-plugins' PodGroup CRD installed (default) or without it; results of the "
+        "latter are kept as <scenario>@no-podgroup-crds",
+    )
     parser.add_argument("--burst", type=int, help="TrainJobs in a burst (1000; quick 100)")
     parser.add_argument("--idle-seconds", type=float, help="the idle period (60; quick 10)")
     parser.add_argument("--steady-seconds", type=float, help="each steady rate's duration (60; quick 10)")
@@ -151,10 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["ceiling"] = {**run_ceiling(session, settings.ceiling), "measured_at": stamp()}
             save()
             continue
-        runs: dict[str, Any] = dict(results.get(scenario, {}))
+        key = scenario if args.setup == DEFAULT_SETUP else f"{scenario}@{args.setup}"
+        runs: dict[str, Any] = dict(results.get(key, {}))
         for which in controllers:
-            workdir = settings.workdir / scenario / which
-            with Session(workdir, coscheduling=scenario == "scale") as session:
+            workdir = settings.workdir / key / which
+            podgroup_crds = args.setup == DEFAULT_SETUP
+            with Session(workdir, coscheduling=scenario == "scale", podgroup_crds=podgroup_crds) as session:
                 if scenario == "burst":
                     runs[which] = run_burst(
                         session,
@@ -182,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         session, which, settings.scale, profile=profile_path("restart", which)
                     )
             runs[which]["measured_at"] = stamp()
-            results[scenario] = runs
+            runs[which]["setup"] = args.setup
+            results[key] = runs
             save()
     this_run["environment"]["load_at_end"] = load_average()
     targets = evaluate_targets(results)

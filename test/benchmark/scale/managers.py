@@ -68,7 +68,7 @@ class Session:
     """A fresh control plane with the CRDs and runtimes installed, the benchmark's client, and at most one
     manager at a time. The benchmark's own requests are counted in :attr:`own`."""
 
-    def __init__(self, workdir: Path, *, coscheduling: bool = False) -> None:
+    def __init__(self, workdir: Path, *, coscheduling: bool = False, podgroup_crds: bool = True) -> None:
         pinned = thirdparty.read_versions()
         self.workdir = workdir
         self.plane = ControlPlane(
@@ -79,14 +79,14 @@ class Session:
         self.own: Counter[tuple[str, str]] = Counter()
         self._own_lock = threading.Lock()
         self.client: Client | None = None
-        self.coscheduling = coscheduling
+        self.coscheduling = coscheduling and podgroup_crds
+        self.podgroup_crds = podgroup_crds
         self.manager: Any = None
 
     def __enter__(self) -> Session:
         self.plane.start()
-        self.plane.install_crds(
-            [thirdparty.jobset_crd(), thirdparty.scheduler_plugins_podgroup_crd(), CRD_DIR]
-        )
+        podgroups = [thirdparty.scheduler_plugins_podgroup_crd()] if self.podgroup_crds else []
+        self.plane.install_crds([thirdparty.jobset_crd(), *podgroups, CRD_DIR])
         self.client = Client.load(str(self.plane.kubeconfig), qps=0, pool_size=64)
         runtime = yaml.safe_load(RUNTIME_FILE.read_text())
         self.client.apply(runtime, FIELD_MANAGER)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.scale import CONTROLLERS, say
+from benchmark.scale import CONTROLLERS, DEFAULT_SETUP, SETUPS, say
 from benchmark.scale.proc import load_average
 from support import thirdparty
 
@@ -164,7 +164,23 @@ def environment() -> dict[str, Any]:
 
 
 def table_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(figure, ours, upstream, ours ÷ upstream) rows for the printed table and the docs."""
+    """(figure, ours, upstream, ours ÷ upstream) rows for the printed table and the docs: the default set-up
+    (PodGroup CRDs installed), then each other set-up measured (scenario keys `<scenario>@<setup>`), its
+    labels prefixed with the set-up."""
+    rows: list[tuple[str, str, str, str]] = []
+    for setup in SETUPS:
+        suffix = "" if setup == DEFAULT_SETUP else f"@{setup}"
+        chosen = {
+            name.removesuffix(suffix): runs
+            for name, runs in scenarios.items()
+            if (name.endswith(suffix) if suffix else "@" not in name)
+        }
+        prefix = "" if setup == DEFAULT_SETUP else f"[{setup}] "
+        rows += [(prefix + label, *rest) for label, *rest in _setup_rows(chosen)]
+    return rows
+
+
+def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     rows: list[tuple[str, str, str, str]] = []
 
     def row(
@@ -214,6 +230,15 @@ def table_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     row("restart: writes", ("restart", "writes"), "scale", digits=0)
     row("restart: RSS after drain (MiB)", ("restart", "rss_mib"), "scale", digits=0)
     row("restart: manager CPU per TrainJob (ms)", ("restart", "cpu_s_per_trainjob"), "scale", scale=1000)
+    for kind, cache in sorted((scale.get("ours", {}).get("cache") or {}).items()):
+        rows.append(
+            (
+                f"scale: cache bytes per {kind}, managedFields stripped → transformed",
+                f"{cache['stripped_bytes']:.0f} → {cache['transformed_bytes']:.0f}",
+                "",
+                "",
+            )
+        )
     ceiling = scenarios.get("ceiling", {}).get("apply_per_s")
     if ceiling:
         rows.append(("ceiling: JobSet SSA/s, tight client", _fmt(ceiling, "", 0), "", ""))

@@ -25,10 +25,12 @@ from benchmark.scale import (
     NAMESPACE,
     PODGROUP,
     REPO,
+    RUNTIME,
     RUNTIME_FILE,
     SHIPPED_BURST,
     SHIPPED_QPS,
     TRAINJOB,
+    cache_sizes,
     say,
 )
 from benchmark.scale.managers import Session
@@ -54,7 +56,10 @@ from benchmark.scale.workloads import (
     wait_settled,
     wait_workers_started,
 )
+from controller.client.gvk import GVK
 from controller.client.object import deep_copy
+from controller.trainer.kinds import CONFIGMAP, SECRET
+from runtime.api.constants import LABEL_TRAINJOB_NAME as TRAINJOB_LABEL
 from runtime.render import Document, RenderOptions
 from runtime.render import render as render_objects
 
@@ -282,15 +287,19 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
     with Arrivals(session, JOBSET, "jobsets") as jobsets:
         api_before, own_before = session.apiserver_counts(), session.own_snapshot()
         start = time.monotonic()
-        create_all(session, [trainjob(name, COSCHEDULING_RUNTIME) for name in names])
+        runtime = COSCHEDULING_RUNTIME if session.coscheduling else RUNTIME
+        create_all(session, [trainjob(name, runtime) for name in names])
         complete = jobsets.wait_for(names, timeout=max(900.0, n / 5))
         populated = time.monotonic()
         wait_settled(handle, quiet=3.0, timeout=900.0)
     api_after, own_after = session.apiserver_counts(), session.own_snapshot()
     cpu_end = cpu_seconds(handle.pid)
-    podgroups = len(session.api.list(PODGROUP, NAMESPACE).items)
-    session.count("LIST", "podgroups")
+    podgroups = 0
+    if session.podgroup_crds:
+        podgroups = len(session.api.list(PODGROUP, NAMESPACE).items)
+        session.count("LIST", "podgroups")
     rss = rss_mib(handle.pid)
+    cache = cache_sizes.measure(cached_objects(session), session.workdir / f"{which}-cache")
     requests = summarize_requests(managers_requests(subtract(api_after, api_before), own_after - own_before))
     result: dict[str, Any] = {
         "trainjobs": n,
@@ -306,11 +315,18 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
             "per_trainjob": requests.per(n),
         },
         "load_before": load_before,
+        "cache": cache,
     }
     say(
         f"  {which}: {n} TrainJobs populated in {result['populate_s']:.1f} s, RSS {rss:.0f} MiB, "
         f"CPU {result['cpu_s_per_trainjob'] * 1000:.2f} ms per TrainJob"
     )
+    for kind, row in cache.items():
+        say(
+            f"    cache, {kind} ({row['objects']}, {row['json_bytes']:.0f} B of JSON): "
+            f"{row['stripped_bytes']:.0f} B stripped of managedFields, {row['transformed_bytes']:.0f} B "
+            f"transformed ({row['saved']:.0%} less)"
+        )
     session.stop_manager()
     # The restart, under the shipped limiter.
     api_before, own_before = session.apiserver_counts(), session.own_snapshot()
@@ -355,6 +371,20 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
     )
     session.stop_manager()
     return result
+
+
+def cached_objects(session: Session) -> dict[GVK, list[Any]]:
+    """What our manager caches in the benchmark's namespace, as the API server serves it: TrainJobs,
+    JobSets, PodGroups (when their CRD is installed) and the labelled ConfigMaps and Secrets."""
+    objects: dict[GVK, list[Any]] = {}
+    kinds = [TRAINJOB, JOBSET, *([PODGROUP] if session.podgroup_crds else [])]
+    for gvk in kinds:
+        objects[gvk] = session.api.list(gvk, NAMESPACE).items
+        session.count("LIST", f"{gvk.kind.lower()}s")
+    for gvk in (CONFIGMAP, SECRET):
+        objects[gvk] = session.api.list(gvk, NAMESPACE, label_selector=TRAINJOB_LABEL).items
+        session.count("LIST", f"{gvk.kind.lower()}s")
+    return objects
 
 
 def run_ceiling(session: Session, n: int) -> dict[str, Any]:
