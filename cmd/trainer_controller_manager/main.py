@@ -4,6 +4,8 @@ Go origin: kubeflow/trainer ``cmd/trainer-controller-manager/main.go``.
 
 Start-up, in order:
 
+0. glibc's malloc arenas limited to two, before any thread exists (``controller.manager.memory``; an
+   explicit ``MALLOC_ARENA_MAX`` wins);
 1. flags (:mod:`.flags`), then logging (``controller.logging.configure``: JSON lines on stderr, console
    with ``--zap-devel``), the only place the process's logging is configured;
 2. the Configuration (``--config``, else upstream's defaults) with ``--feature-gates`` applied over its
@@ -26,7 +28,7 @@ Start-up, in order:
    default ``/tmp/k8s-webhook-server/serving-certs``; readiness check ``webhook-server``), and with the
    ``TrainJobStatus`` gate the status server (``controller.trainer.statusserver``: HTTPS on
    ``:statusServer.port`` resolved as the other addresses, the same certificates, its own client with
-   ``statusServer.qps``/``burst``);
+   ``statusServer.qps``/``burst``), and the memory scavenger (``malloc_trim`` every minute);
 4. :meth:`~controller.manager.manager.Manager.run_until_signal`: SIGTERM or SIGINT stops gracefully (a second
    one exits at once with status 1).
 
@@ -60,6 +62,7 @@ import structlog
 from controller.cache.informer_cache import Cache
 from controller.logging import configure as configure_logging
 from controller.manager.manager import LeaderElectionLost, Manager, ManagerOptions
+from controller.manager.memory import MemoryScavenger, limit_malloc_arenas
 from controller.serving.healthz import PING, Checker
 from controller.serving.webhook import DEFAULT_CERT_DIR
 from controller.trainer.certificates import metrics_serving, setup_certificates
@@ -205,6 +208,7 @@ def build_manager(settings: Settings) -> Manager:
         **metrics_serving(config, cert_dir=cert_dir),
     )
     manager = Manager.from_kubeconfig(settings.kubeconfig, options=options)
+    manager.add(MemoryScavenger())  # free heap pages back to the kernel, as Go's scavenger does
     manager.add_healthz_check("healthz", PING)
     manager.add_readyz_check("readyz", caches_synced(manager.cache))
     setup_certificates(manager, config, namespace=settings.serving.operator_namespace, cert_dir=cert_dir)
@@ -240,6 +244,10 @@ def main(
     ``argv`` defaults to ``sys.argv[1:]``, ``environ`` to ``os.environ``, ``log_stream`` to stderr and
     ``build`` to :func:`build_manager`; tests pass their own.
     """
+    if (
+        build is None
+    ):  # the real process, before any thread exists: glibc's arenas (controller.manager.memory)
+        limit_malloc_arenas(environ=os.environ if environ is None else environ)
     try:
         flags = parse_flags(sys.argv[1:] if argv is None else argv)
     except SystemExit as exc:  # argparse: usage printed (2), or --help (0)
