@@ -223,12 +223,14 @@ def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
     scale = scenarios.get("scale", {})
     n = next((scale[c]["trainjobs"] for c in CONTROLLERS if c in scale), None)
     row(f"scale {n}: RSS after settle (MiB)", ("rss_mib",), "scale", digits=0)
+    row(f"scale {n}: RSS after 130 s idle (MiB)", ("rss_idle_mib",), "scale", digits=0)
     row(f"scale {n}: manager CPU per TrainJob (ms)", ("cpu_s_per_trainjob",), "scale", scale=1000)
     row(f"scale {n}: API writes per TrainJob", ("requests", "writes_per_trainjob"), "scale")
     row("restart: caches synced (s)", ("restart", "caches_synced_s"), "scale", digits=1)
     row("restart: initial reconciles drained (s)", ("restart", "drained_s"), "scale", digits=1)
     row("restart: writes", ("restart", "writes"), "scale", digits=0)
     row("restart: RSS after drain (MiB)", ("restart", "rss_mib"), "scale", digits=0)
+    row("restart: RSS after 130 s idle (MiB)", ("restart", "rss_idle_mib"), "scale", digits=0)
     row("restart: manager CPU per TrainJob (ms)", ("restart", "cpu_s_per_trainjob"), "scale", scale=1000)
     for kind, cache in sorted((scale.get("ours", {}).get("cache") or {}).items()):
         rows.append(

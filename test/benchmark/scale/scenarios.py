@@ -299,7 +299,9 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
         podgroups = len(session.api.list(PODGROUP, NAMESPACE).items)
         session.count("LIST", "podgroups")
     rss = rss_mib(handle.pid)
+    settled_at = time.monotonic()
     cache = cache_sizes.measure(cached_objects(session), session.workdir / f"{which}-cache")
+    rss_idle = rss_after_idle(handle, settled_at)
     requests = summarize_requests(managers_requests(subtract(api_after, api_before), own_after - own_before))
     result: dict[str, Any] = {
         "trainjobs": n,
@@ -307,6 +309,7 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
         "podgroups": podgroups,
         "populate_s": populated - start,
         "rss_mib": rss,
+        "rss_idle_mib": rss_idle,
         "cpu_s": cpu_end - cpu_start,
         "cpu_s_per_trainjob": (cpu_end - cpu_start) / n,
         "requests": {
@@ -318,7 +321,8 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
         "cache": cache,
     }
     say(
-        f"  {which}: {n} TrainJobs populated in {result['populate_s']:.1f} s, RSS {rss:.0f} MiB, "
+        f"  {which}: {n} TrainJobs populated in {result['populate_s']:.1f} s, RSS {rss:.0f} MiB "
+        f"({rss_idle:.0f} MiB after {IDLE_RSS_S:.0f} s idle), "
         f"CPU {result['cpu_s_per_trainjob'] * 1000:.2f} ms per TrainJob"
     )
     for kind, row in cache.items():
@@ -365,12 +369,27 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
         "load_after": load_average(),
     }
     restart = result["restart"]
+    restart["rss_idle_mib"] = rss_after_idle(handle, time.monotonic())
     say(
         f"  {which} restart: caches synced {restart['caches_synced_s']:.1f} s, "
-        f"drained {restart['drained_s']:.1f} s, {restart['writes']} writes, RSS {restart['rss_mib']:.0f} MiB"
+        f"drained {restart['drained_s']:.1f} s, {restart['writes']} writes, RSS {restart['rss_mib']:.0f} MiB "
+        f"({restart['rss_idle_mib']:.0f} MiB after {IDLE_RSS_S:.0f} s idle)"
     )
     session.stop_manager()
     return result
+
+
+IDLE_RSS_S = 130.0
+"""How long a manager idles before its resident set is read again: past Go's forced collection (every two
+minutes without one; its scavenger then returns the freed pages) and one memory-scavenger period of ours
+(60 s). A figure read right after settling is each allocator's high-water mark, which depends on when each
+runtime last collected: a set-up detail, not a footprint."""
+
+
+def rss_after_idle(handle: Any, since: float, idle_s: float = IDLE_RSS_S) -> float:
+    """The manager's RSS once ``idle_s`` seconds have passed since ``since`` (monotonic), doing nothing."""
+    threading.Event().wait(max(0.0, since + idle_s - time.monotonic()))
+    return rss_mib(handle.pid)
 
 
 def cached_objects(session: Session) -> dict[GVK, list[Any]]:
