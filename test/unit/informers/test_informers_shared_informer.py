@@ -124,13 +124,13 @@ class DownForAWhile(FakeListerWatcher):
         super().__init__()
         self.while_down: Callable[[], None] | None = None
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> Any:
+    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool, **how: Any) -> Any:
         if self.while_down is not None:
             changes, self.while_down = self.while_down, None
             changes()
             self.compact()
             raise errors.ConnectionFailed("TLS handshake failed: the API server is restarting")
-        return super().watch(resource_version, timeout_seconds, allow_bookmarks)
+        return super().watch(resource_version, timeout_seconds, allow_bookmarks, **how)
 
 
 def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(informers, recorder, auto_clock):
