@@ -133,17 +133,23 @@ class DownForAWhile(FakeListerWatcher):
         return super().watch(resource_version, timeout_seconds, allow_bookmarks, **how)
 
 
-def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(informers, recorder, auto_clock):
+@pytest.mark.parametrize("use_watch_list", [False, True], ids=["list", "streaming list"])
+def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(
+    informers, recorder, auto_clock, use_watch_list
+):
     # controller.go processReplacedAllInfo + the_real_fifo.go reconcileReplacement: deletions first, as
     # DeletedFinalStateUnknown carrying the last known state, then updates and adds in list order.
     lw = DownForAWhile()
     lw.add(cm("a"))
     lw.add(cm("b"))
-    informer = informers(lw, clock=auto_clock)
+    informer = informers(lw, clock=auto_clock, use_watch_list=use_watch_list)
     rec = recorder()
     informer.add_event_handler(rec)
     informer.start()
     watching(lw)
+    # An event on the watch: it is consumed (a streaming list's watch is open before its events are).
+    lw.add(cm("z"))
+    rec.wait_for(lambda ev: ("add", "ns/z", "4", False) in ev)
 
     def changes() -> None:
         lw.modify(cm("a", k="v"))
@@ -153,18 +159,27 @@ def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(inf
     lw.while_down = changes
     auto_clock.advance(2.0)  # the watch has been open a while: its close is normal, not a "very short watch"
     lw.close_watches()
-    events = rec.wait_for_count(5)
-    assert events[2:] == [
+    events = rec.wait_for_count(7)
+    assert events[3:] == [
         ("delete", "ns/b", "3", True),
-        ("update", "ns/a", "2", "4"),
-        ("add", "ns/c", "6", False),
+        ("update", "ns/a", "2", "5"),
+        ("add", "ns/c", "7", False),
+        ("update", "ns/z", "4", "4"),  # unchanged: a sync update
     ]
-    tombstone = rec.objects[2]
+    tombstone = rec.objects[3]
     assert tombstone.key == "ns/b"
     assert tombstone.obj["metadata"]["name"] == "b"
-    assert sorted(informer.get_store().list_keys()) == ["ns/a", "ns/c"]
+    assert sorted(informer.get_store().list_keys()) == ["ns/a", "ns/c", "ns/z"]
     # The relist asked for "at least as fresh as" the last RV the informer had seen.
-    assert [r.resource_version for r in lw.list_requests()] == ["0", "3"]
+    if use_watch_list:
+        # (The refused rewatch never reached the fake server's log.)
+        assert [(r.resource_version, r.send_initial_events) for r in lw.watch_requests()] == [
+            ("", True),
+            ("4", True),
+        ]
+        assert lw.list_requests() == []
+    else:
+        assert [r.resource_version for r in lw.list_requests()] == ["0", "4"]
 
 
 def test_a_relist_with_nothing_changed_replays_updates_flagged_as_sync(informers, recorder, auto_clock):
