@@ -262,7 +262,9 @@ class InformerCache:
     ``factory`` makes the list/watch pair of a kind. ``is_namespaced`` (optional; the manager passes the REST
     mapper's answer) lets ``get`` ignore a namespace given for a cluster-scoped kind, as controller-runtime
     does. The other arguments configure every informer: see :class:`SharedIndexInformer`. ``gc_tuning``
-    (off by default: it changes interpreter-wide GC state) is for the entry point to switch on.
+    (off by default: it changes interpreter-wide GC state) is for the entry point to switch on;
+    ``use_watch_list`` (None: on unless ``KUBE_FEATURE_WatchListClient`` says false) fills each informer with
+    a streaming list.
     """
 
     def __init__(
@@ -277,6 +279,7 @@ class InformerCache:
         mutation_detector: bool | None = None,
         gc_tuning: bool = False,
         rng: random.Random | None = None,
+        use_watch_list: bool | None = None,
     ) -> None:
         self._factory = factory
         self._by_object = dict(by_object or {})
@@ -286,6 +289,7 @@ class InformerCache:
         self._clock = clock
         self._mutation_detector = mutation_detector
         self._gc_tuning = gc_tuning
+        self._use_watch_list = use_watch_list
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._informers: dict[GVK, SharedIndexInformer] = {}  # guarded by _lock
@@ -330,6 +334,7 @@ class InformerCache:
                 mutation_detector=self._mutation_detector,
                 gc_tuning=self._gc_tuning,
                 rng=random.Random(self._rng.random()),
+                use_watch_list=self._use_watch_list,
             )
             self._informers[gvk] = informer
             if self._started:

@@ -34,9 +34,11 @@ Guarantees:
 - **Discovery.** :meth:`Client.resource_for` delegates to a :class:`controller.client.restmapper.RESTMapper`.
 - **Server-side apply** sends the object as JSON (valid YAML) with ``application/apply-patch+yaml``,
   ``fieldManager`` and ``force``.
+- **Streaming lists** (``WatchList``, KEP-3157) are watches: :meth:`Client.watch` passes
+  ``sendInitialEvents`` and ``resourceVersionMatch``; the reflector drives them.
 
-Deliberately missing: protobuf, ``WatchList`` streaming lists (later, behind a flag), ``deletecollection``,
-dry run, and a fake client (tests run a real API server, or the small HTTP stub in ``test/unit/client``).
+Deliberately missing: protobuf, ``deletecollection``, dry run, and a fake client (tests run a real API
+server, or the small HTTP stub in ``test/unit/client``).
 """
 
 from __future__ import annotations
@@ -376,8 +378,15 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
         read_timeout: float | None = None,
+        send_initial_events: bool | None = None,
+        resource_version_match: str | None = None,
     ) -> Watch:
         """Open a watch. Raises the mapped error if the server refuses it; see :class:`Watch`.
+
+        ``send_initial_events=True`` with ``resource_version_match="NotOlderThan"`` asks for a streaming
+        list (KEP-3157): the state at ``resource_version`` (or a consistent read, when it is empty) as
+        ``ADDED`` events, then a ``BOOKMARK`` annotated ``k8s.io/initial-events-end: "true"``, then the
+        changes. A server that does not serve it refuses the watch (422 ``Invalid``, or 403 ``Forbidden``).
 
         ``read_timeout`` (default :attr:`watch_read_timeout`) bounds the silence on the stream. With a
         ``timeout_seconds``, a quiet watch may legitimately say nothing until the server ends it, with
@@ -394,6 +403,8 @@ class Client:
             ("allowWatchBookmarks", allow_bookmarks or None),
             ("labelSelector", label_selector),
             ("fieldSelector", field_selector),
+            ("sendInitialEvents", send_initial_events),
+            ("resourceVersionMatch", resource_version_match),
         )
         timeout = read_timeout if read_timeout is not None else self.watch_read_timeout
         if timeout_seconds is not None:

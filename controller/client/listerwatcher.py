@@ -4,9 +4,11 @@ Go origin: client-go ``tools/cache`` ``ListWatch`` / ``NewFilteredListWatchFromC
 ``ListerWatcher`` protocol of :mod:`controller.informers.reflector`, which is what a reflector runs on.
 
 Guarantees: a list with a continue token never sends a resourceVersion (the server refuses both); every list
-and watch carries the same namespace and selectors, so the informer's view is exactly the filtered set.
+and watch carries the same namespace and selectors, so the informer's view is exactly the filtered set; a
+watch passes ``sendInitialEvents``/``resourceVersionMatch`` through (a streaming list, ``WatchList``) only
+when asked for, so a plain watch is the same request it always was.
 
-Deliberately missing: ``WatchList`` (streaming initial list) and metadata-only lists.
+Deliberately missing: metadata-only lists.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class ListWatchClient(Protocol):
         label_selector: str | None = None,
         field_selector: str | None = None,
         read_timeout: float | None = None,
+        send_initial_events: bool | None = None,
+        resource_version_match: str | None = None,
     ) -> Watch: ...
 
 
@@ -85,7 +89,13 @@ class KindListerWatcher:
         resource_version: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
     ) -> Watch:
+        """A watch from ``resource_version``; with ``send_initial_events`` (and ``resource_version_match``
+        ``"NotOlderThan"``, which the server requires with it) a streaming list: the initial state as
+        ``ADDED`` events, then the bookmark that ends it, then the changes."""
         return self.client.watch(
             self.gvk,
             self.namespace,
@@ -94,4 +104,6 @@ class KindListerWatcher:
             allow_bookmarks=allow_bookmarks,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            send_initial_events=send_initial_events or None,
+            resource_version_match=resource_version_match or None,
         )

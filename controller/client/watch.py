@@ -14,7 +14,10 @@ Guarantees:
   ERROR event, as client-go's ``StreamWatcher`` does.
 - :meth:`Watch.stop` may be called from any thread and wakes a blocked reader at once.
 
-Deliberately missing: protobuf frames and ``WatchList`` streaming lists.
+A streaming list (``WatchList``, ``sendInitialEvents``) is a watch like any other here: its initial objects
+are decoded one event at a time, as they arrive.
+
+Deliberately missing: protobuf frames.
 """
 
 from __future__ import annotations

@@ -1,31 +1,47 @@
 """The reflector: lists a resource, then watches it, and mirrors every change into a store.
 
-Go origin: client-go ``tools/cache/reflector.go`` (``Reflector``, ``ListAndWatch``, ``handleAnyWatch``,
-``relistResourceVersion``, ``isWatchErrorRetriable``, ``VeryShortWatchError``), ``tools/pager/pager.go``
-(pagination and the full-list fallback) and apimachinery ``wait.Backoff.DelayWithReset`` (the backoff).
-The behaviour is client-go's, decision for decision:
+Go origin: client-go ``tools/cache/reflector.go`` (``Reflector``, ``ListAndWatchWithContext``, ``watchList``,
+``handleAnyWatch``, ``relistResourceVersion``, ``rewatchResourceVersion``, ``isWatchErrorRetriable``,
+``VeryShortWatchError``), ``tools/pager/pager.go`` (pagination and the full-list fallback) and apimachinery
+``wait.Backoff.DelayWithReset`` (the backoff). The behaviour is client-go's, decision for decision:
 
 - **Run loop.** :meth:`Reflector.run` calls :meth:`Reflector.list_and_watch` at once, then again after each
   return, waiting a backoff delay in between (sliding: the delay starts when the iteration ends). The backoff
   starts at 0.8 s, doubles up to a 30 s cap, and each delay gets up to +100 % random jitter (so 30-60 s at the
   cap, about 0.22 requests/s against a sick API server); it resets to 0.8 s when 2 minutes have passed since
   its last reset.
+- **Streaming list** (``WatchList``, KEP-3157; ``use_watch_list``, on by default as in client-go 1.35, off
+  with ``KUBE_FEATURE_WatchListClient=false``). Each :meth:`~Reflector.list_and_watch` first opens a watch
+  with ``sendInitialEvents=true``, ``resourceVersionMatch=NotOlderThan`` and bookmarks, from the last synced
+  RV (``""`` at first and after an unavailable RV: a consistent read). The server sends the state as ``ADDED``
+  events, then a ``BOOKMARK`` annotated ``k8s.io/initial-events-end: "true"``. The events go, transformed one
+  by one as they arrive, into a temporary store; at that bookmark the store is replaced with them at the
+  bookmark's RV (handlers see ``on_add(obj, is_in_initial_list=True)`` as after a list), and the *same* watch
+  goes on as the watch below. Why: a list is one response decoded whole before the transform runs (RV
+  ``"0"`` is served from the watch cache, which ignores ``limit``: every object, ``managedFields`` and all,
+  at once), and CPython's allocator keeps that high-water mark; a stream is decoded and transformed one
+  object at a time, so the peak of a restart is one object, not the whole list. A stream that ends before
+  the bookmark is opened again at once; a 429 or a refused connection opens it again after a backoff; an
+  expired or too large RV (at the start, or as an ``ERROR`` event during the stream) opens it again at once
+  from ``""``. Any other failure (a server that refuses the parameters, 422/400/403; a stream that closed
+  within a second with nothing) makes *this* run fall back to the list+watch below; the next run tries the
+  stream again (client-go remembers no fallback: a refusal costs one request per run).
 - **Which resourceVersion each list asks for.** The first list asks for RV ``"0"`` (any freshness, served from
   the API server's watch cache); a relist asks for the last RV synced, read as "at least this fresh"; after a
   list failed because that RV is unavailable (410 ``Expired``/``Gone``, or "too large resource version"),
   the list is retried at once with RV ``""``, a consistent read from etcd, and later relists keep using
   ``""`` until a list succeeds.
-- **Pagination.** Pages of 500 (or ``watch_list_page_size``). Paging is turned off for an RV other than
-  ``""``/``"0"`` so the list is served from the watch cache, unless the first RV ``"0"`` list came back in
-  pages (the watch cache is off: keep paging). Continuation pages are requested with RV ``""``. When a
-  continuation token expires (reason ``Expired`` on page 2 or later), the list is redone in full, unpaged, at
-  the originally requested RV.
+- **Pagination.** Pages of 500 (or ``watch_list_page_size``, which sizes only these pages). Paging is turned
+  off for an RV other than ``""``/``"0"`` so the list is served from the watch cache, unless the first RV
+  ``"0"`` list came back in pages (the watch cache is off: keep paging). Continuation pages are requested with
+  RV ``""``. When a continuation token expires (reason ``Expired`` on page 2 or later), the list is redone in
+  full, unpaged, at the originally requested RV.
 - **Watch.** Each watch asks for a random server timeout in [5, 10] minutes and for bookmarks, starting at the
   last synced RV. ``ADDED``/``MODIFIED``/``DELETED`` are applied to the store in order; a ``BOOKMARK`` only
   advances the RV (bookmarks are optional: nothing depends on receiving one); an ``ERROR`` event becomes the
   :class:`~controller.client.errors.ApiError` its Status describes. The RV advances after every event, except
   on a watch started from RV ``""``/``"0"``, whose synthetic ``ADDED`` events are not in RV order: there it
-  advances from the first event of any other type.
+  advances from the first event of any other type (during a streaming list, only the bookmark's RV counts).
 - **How a watch ends.** The server closing the stream, a client read timeout (:class:`WatchTimeout`) or a
   broken connection (:class:`ConnectionFailed` mid-stream) are a normal close: a new watch starts from the
   last RV, with no relist. A watch that closes in under a second with no event at all is an error
@@ -33,30 +49,34 @@ The behaviour is client-go's, decision for decision:
   backoff), except: a 429 (at watch start or as an ``ERROR`` event) and a connection refused at watch start
   back off and retry the *watch*; 410 ``Expired`` on the watch relists from the last RV (not from ``""``:
   a list at an RV already means "at least this fresh").
-- **GC** (opt-in, ``gc_tuning=True``; the manager binary turns it on). Each list runs with raised cyclic-GC
-  thresholds, and the objects alive after an informer's first list are frozen out of the collector's reach
-  (``_ListGcGuard``): Python-specific, see its docstring.
+- **GC** (opt-in, ``gc_tuning=True``; the manager binary turns it on). Each list, and each streaming list up
+  to its store replace, runs with raised cyclic-GC thresholds, and the objects alive after an informer's first
+  list or stream are frozen out of the collector's reach (``_ListGcGuard``): Python-specific, see its
+  docstring.
 - **Resync.** With ``resync_period > 0``, while a watch runs, a thread calls ``store.resync()`` every period
   if ``should_resync()`` (or always, when it is None). Resync makes no API call.
 
 Threads: :meth:`run` runs in its caller's thread; a resync thread ``informer/<name>/resync`` lives only
-while a watch runs. :meth:`interrupt` stops the watch in flight so that :meth:`run` notices its stop event at
-once; a list in flight cannot be interrupted and finishes within the client's request timeout.
+while a watch runs. :meth:`interrupt` stops the watch in flight (a streaming list's too) so that :meth:`run`
+notices its stop event at once; a list in flight cannot be interrupted and finishes within the client's
+request timeout.
 
-Deliberately missing: the streaming list (``WatchList``/``sendInitialEvents``, KEP-3157; on by default in
-client-go 1.35, here a later optimisation: list+watch is what every API server serves), retrying internal
-errors on the watch (``MaxInternalErrorRetryDuration``, off by default upstream), the expected-type/GVK
-checks on watch events (the client decodes one kind per watch), Table objects, tracing and reflector metrics.
+Deliberately missing: retrying internal errors on the watch (``MaxInternalErrorRetryDuration``, off by default
+upstream), the expected-type/GVK checks on watch events (the client decodes one kind per watch), Table
+objects, tracing and reflector metrics; of the streaming list, the 10-second "still waiting for the
+initial-events-end bookmark" warning and the ``KUBE_WATCHLIST_INCONSISTENCY_DETECTOR`` check against a list.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
+import os
 import random
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,6 +84,7 @@ import structlog
 
 from controller.client import errors
 from controller.clock import REAL_CLOCK, Clock
+from controller.informers.store import deletion_handling_meta_namespace_key
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +99,40 @@ BACKOFF_RESET = 120.0
 
 VERY_SHORT_WATCH = 1.0
 """A watch that ends within this many seconds having delivered no event is an error."""
+
+INITIAL_EVENTS_ANNOTATION_KEY = "k8s.io/initial-events-end"
+"""metav1 ``InitialEventsAnnotationKey``: set to ``"true"`` on the bookmark that ends a streaming list's
+initial events."""
+
+RESOURCE_VERSION_MATCH_NOT_OLDER_THAN = "NotOlderThan"
+"""metav1 ``ResourceVersionMatchNotOlderThan``: what a streaming list asks for (the server requires it)."""
+
+WATCH_LIST_CLIENT_ENV = "KUBE_FEATURE_WatchListClient"
+"""Turns the streaming list off when set to a false value (``false``, ``0``...), as it does in client-go,
+whose feature gates read ``KUBE_FEATURE_<name>``; on when unset, as client-go 1.35's ``WatchListClient``."""
+
+_PARSE_BOOL = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}  # Go strconv.ParseBool
+
+
+def watch_list_client_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """client-go's ``WatchListClient`` feature gate: on, unless :data:`WATCH_LIST_CLIENT_ENV` says false.
+
+    An unparsable value is logged and ignored (the default stays), as client-go's environment feature gates
+    do.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(WATCH_LIST_CLIENT_ENV, "")
+    if raw == "":
+        return True
+    value = _PARSE_BOOL.get(raw)
+    if value is None:
+        log.warning("informer.feature_gate_invalid", variable=WATCH_LIST_CLIENT_ENV, value=raw)
+        return True
+    return value
+
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -153,9 +208,33 @@ class ListerWatcher(Protocol):
         """One page: ``limit`` 0 means unpaged; RV ``""`` is a consistent read, ``"0"`` any freshness."""
         ...
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> Watch:
-        """Open a watch from ``resource_version``; raise on failure to start it."""
+    def watch(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> Watch:
+        """Open a watch from ``resource_version``; raise on failure to start it. With
+        ``send_initial_events`` (and ``resource_version_match`` ``"NotOlderThan"``) a streaming list: the
+        state as ``ADDED`` events, a bookmark annotated :data:`INITIAL_EVENTS_ANNOTATION_KEY`, the changes."""
         ...
+
+
+class WatchFunc(Protocol):
+    """The watch half of a :class:`ListWatch`: :meth:`ListerWatcher.watch` as a function."""
+
+    def __call__(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> Watch: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,13 +242,27 @@ class ListWatch:
     """A :class:`ListerWatcher` made of two functions (client-go ``cache.ListWatch``)."""
 
     list_func: Callable[[str, int, str | None], ListPageLike]
-    watch_func: Callable[[str, int, bool], Watch]
+    watch_func: WatchFunc
 
     def list(self, resource_version: str, limit: int, continue_: str | None) -> ListPageLike:
         return self.list_func(resource_version, limit, continue_)
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> Watch:
-        return self.watch_func(resource_version, timeout_seconds, allow_bookmarks)
+    def watch(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> Watch:
+        return self.watch_func(
+            resource_version,
+            timeout_seconds,
+            allow_bookmarks,
+            send_initial_events=send_initial_events,
+            resource_version_match=resource_version_match,
+        )
 
 
 class ReflectorStore(Protocol):
@@ -364,11 +457,53 @@ _list_gc_guard = _ListGcGuard()
 
 @dataclass(slots=True, kw_only=True)
 class _WatchOutcome:
-    """How one watch ended: with an error (None: closed normally), or because we were told to stop."""
+    """How one watch ended: with an error (None: closed normally), because we were told to stop, or (a
+    streaming list) at the bookmark that ends its initial events, with the watch left open."""
 
     error: BaseException | None = None
     events: int = 0
     stop_requested: bool = False
+    initial_events_end: bool = False
+
+
+class _EventSink(Protocol):
+    """What :meth:`Reflector._handle_watch` applies events to: the store, or a streaming list's temporary
+    store."""
+
+    def add(self, obj: Any) -> None: ...
+
+    def update(self, obj: Any) -> None: ...
+
+    def delete(self, obj: Any) -> None: ...
+
+    def bookmark(self, resource_version: str) -> None: ...
+
+
+class _TemporaryStore:
+    """Where a streaming list collects its initial objects until the bookmark that ends them (client-go's
+    ``temporaryStore`` in ``watchList``): by key, in arrival order; objects arrive transformed."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[str, Any] = {}
+
+    def add(self, obj: Any) -> None:
+        self._items[deletion_handling_meta_namespace_key(obj)] = obj
+
+    update = add
+
+    def delete(self, obj: Any) -> None:
+        self._items.pop(deletion_handling_meta_namespace_key(obj), None)
+
+    def bookmark(self, resource_version: str) -> None:
+        pass
+
+    def list(self) -> list[Any]:
+        return list(self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class Reflector:
@@ -380,7 +515,9 @@ class Reflector:
     than transforming the whole list at once), and to the object of each ADDED/MODIFIED/DELETED event.
     ``clock`` and ``rng`` make the backoff, the watch timeouts and very-short-watch detection deterministic
     in tests. ``gc_tuning`` applies the GC tactic of :class:`_ListGcGuard` to every list (off by default: it
-    changes interpreter-wide state, so only an entry point opts in).
+    changes interpreter-wide state, so only an entry point opts in). ``use_watch_list`` asks for the
+    streaming list first (None: :func:`watch_list_client_enabled`, on unless ``KUBE_FEATURE_WatchListClient``
+    says false); ``watch_list_page_size`` is the page size of the plain list (the streaming list has none).
     """
 
     def __init__(
@@ -399,8 +536,10 @@ class Reflector:
         gc_tuning: bool = False,
         watch_error_handler: Callable[[Reflector, BaseException], None] | None = None,
         transform: Callable[[Any], Any] | None = None,
+        use_watch_list: bool | None = None,
     ) -> None:
         self.name = name
+        self.use_watch_list = watch_list_client_enabled() if use_watch_list is None else use_watch_list
         self._transform = transform
         self._lw = lister_watcher
         self._store = store
@@ -457,14 +596,37 @@ class Reflector:
             w.stop()
 
     def list_and_watch(self, stop_event: threading.Event) -> None:
-        """List everything, replace the store with it, then watch until the watch ends.
+        """List everything, replace the store with it, then watch until the watch ends (client-go
+        ``ListAndWatchWithContext``).
 
-        Returns normally when the watch ended (the caller relists) or ``stop_event`` was set; raises when the
-        list failed or a watch could not be started.
+        With :attr:`use_watch_list`, the list is a streaming list whose watch then goes on as the watch; if
+        the stream fails (refused, or ended by an error its retries do not cover), this one run falls back to
+        a plain list and a new watch. Returns normally when the watch ended (the caller relists) or
+        ``stop_event`` was set; raises when the list failed or a watch could not be started.
         """
-        if not self._list(stop_event):
-            return
-        self._watch_with_resync(stop_event)
+        w: Watch | None = None
+        try:
+            fallback_to_list = not self.use_watch_list
+            if self.use_watch_list:
+                try:
+                    w = self._watch_list(stop_event)
+                except Exception as exc:  # noqa: BLE001 - any failure of the stream falls back to a list
+                    log.info(
+                        "informer.watch_list_fallback",
+                        informer=self.name,
+                        error=str(exc),
+                        error_type=type(exc).__name__,
+                    )
+                    fallback_to_list = True
+                else:
+                    if w is None:
+                        return  # stopped
+            if fallback_to_list and not self._list(stop_event):
+                return
+            self._watch_with_resync(stop_event, w)
+        finally:
+            if w is not None:
+                w.stop()
 
     # --- list --------------------------------------------------------------------------------------------
 
@@ -475,6 +637,14 @@ class Reflector:
                 return ""
             if self._last_sync_resource_version == "":
                 return "0"
+            return self._last_sync_resource_version
+
+    def rewatch_resource_version(self) -> str:
+        """The RV a streaming list starts from: ``""`` (a consistent read) at first and after an unavailable
+        RV, else the last synced (client-go ``rewatchResourceVersion``)."""
+        with self._rv_lock:
+            if self._is_last_sync_resource_version_unavailable:
+                return ""
             return self._last_sync_resource_version
 
     def _set_last_sync_resource_version(self, rv: str) -> None:
@@ -567,13 +737,102 @@ class Reflector:
             return items
         return [transform(obj) for obj in items]
 
+    # --- streaming list ----------------------------------------------------------------------------------
+
+    def _watch_list(self, stop_event: threading.Event) -> Watch | None:
+        """client-go ``watchList``: a watch with ``sendInitialEvents``, whose initial objects go (transformed
+        one by one, as they arrive) into a temporary store until the bookmark annotated
+        :data:`INITIAL_EVENTS_ANNOTATION_KEY`; then the store is replaced with them at the bookmark's RV and
+        the still-open watch is returned, to be consumed as the watch. None if stopped meanwhile.
+
+        A stream that ends before that bookmark without an error is opened again at once; a 429 or a refused
+        connection, again after a backoff; an expired or too large RV (at the start or as an ``ERROR`` event
+        during the stream), again at once from RV ``""``. Any other failure is raised: the caller lists.
+        """
+        start_all = self._clock.monotonic()
+        requested = ""
+        with _list_gc_guard(self._gc_tuning, freeze=not self._has_listed):
+            while True:
+                if stop_event.is_set():
+                    return None
+                requested = self.rewatch_resource_version()
+                temporary_store = _TemporaryStore()
+                synced_rv = ""
+
+                def track(rv: str, received_besides_added: bool) -> None:
+                    nonlocal synced_rv
+                    if received_besides_added:
+                        synced_rv = rv
+
+                start = self._clock.monotonic()
+                try:
+                    w = self._lw.watch(
+                        requested,
+                        self._watch_timeout_seconds(),
+                        True,
+                        send_initial_events=True,
+                        resource_version_match=RESOURCE_VERSION_MATCH_NOT_OLDER_THAN,
+                    )
+                except Exception as exc:
+                    if self._watch_list_retriable(exc, stop_event):
+                        continue
+                    raise
+                outcome = self._handle_watch(
+                    w, start, stop_event, sink=temporary_store, set_resource_version=track, watch_list=True
+                )
+                if outcome.stop_requested:
+                    return None
+                if outcome.error is not None:
+                    if self._watch_list_retriable(outcome.error, stop_event):
+                        continue
+                    raise outcome.error
+                if outcome.initial_events_end:
+                    break
+                log.info(
+                    "informer.watch_list_restarted",
+                    informer=self.name,
+                    resource_version=requested,
+                    received=len(temporary_store),
+                )
+            self._set_unavailable(False)
+            try:
+                self._store.replace(temporary_store.list(), synced_rv)
+            except BaseException:
+                w.stop()
+                raise
+        self._set_last_sync_resource_version(synced_rv)
+        self._has_listed = True
+        log.info(
+            "informer.streamed",
+            informer=self.name,
+            requested_resource_version=requested,
+            resource_version=synced_rv,
+            count=len(temporary_store),
+            duration_s=round(self._clock.monotonic() - start_all, 6),
+        )
+        return w
+
+    def _watch_list_retriable(self, err: BaseException, stop_event: threading.Event) -> bool:
+        """client-go ``isErrorRetriableWithSideEffectsFn``: whether a failed stream is opened again; waits
+        the backoff after a 429 or a refused connection, and after an unavailable RV marks it so (the next
+        stream starts from ``""``)."""
+        if is_watch_error_retriable(err):
+            log.info("informer.watch_list_backoff", informer=self.name, error=str(err))
+            self._clock.wait(stop_event, self._backoff.step())
+            return True
+        if errors.is_expired(err) or errors.is_too_large_resource_version(err):
+            self._set_unavailable(True)
+            log.info("informer.watch_list_consistent", informer=self.name, error=str(err))
+            return True
+        return False
+
     # --- watch -------------------------------------------------------------------------------------------
 
-    def _watch_with_resync(self, stop_event: threading.Event) -> None:
+    def _watch_with_resync(self, stop_event: threading.Event, w: Watch | None) -> None:
         with self._watch_lock:
             self._resync_error = None
         if self._resync_period <= 0:
-            self._watch(stop_event)
+            self._watch(stop_event, w)
             return
         resync_stop = threading.Event()
         resyncer = threading.Thread(
@@ -584,7 +843,7 @@ class Reflector:
         )
         resyncer.start()
         try:
-            self._watch(stop_event)
+            self._watch(stop_event, w)
         finally:
             resync_stop.set()
             resyncer.join()
@@ -606,25 +865,40 @@ class Reflector:
                     self.interrupt()
                     return
 
-    def _watch(self, stop_event: threading.Event) -> None:
-        """client-go ``Reflector.watch``: start watches from the last RV until one ends badly or we stop."""
+    def _watch_timeout_seconds(self) -> int:
+        span = self._max_watch_timeout - self._min_watch_timeout
+        return int(self._min_watch_timeout + self._rng.random() * span)
+
+    def _watch(self, stop_event: threading.Event, w: Watch | None) -> None:
+        """client-go ``Reflector.watch``: consume ``w`` (a streaming list's, past its initial events) if
+        given, then start watches from the last RV until one ends badly or we stop."""
         while not stop_event.is_set():
             start = self._clock.monotonic()
-            rv = self.last_sync_resource_version
-            span = self._max_watch_timeout - self._min_watch_timeout
-            timeout_seconds = int(self._min_watch_timeout + self._rng.random() * span)
-            # Synthetic ADDED events of a watch from ""/"0" are not in RV order: wait for another type.
-            propagate_from_start = rv not in ("", "0")
-            try:
-                w = self._lw.watch(rv, timeout_seconds, True)
-            except Exception as exc:
-                if is_watch_error_retriable(exc):
-                    log.info("informer.watch_backoff", informer=self.name, error=str(exc))
-                    if self._clock.wait(stop_event, self._backoff.step()):
-                        return
-                    continue
-                raise
-            outcome = self._handle_watch(w, start, propagate_from_start, stop_event)
+            # A watch handed over is past any synthetic ADDED events: its RVs are in order.
+            propagate_from_start = True
+            if w is None:
+                rv = self.last_sync_resource_version
+                # Synthetic ADDED events of a watch from ""/"0" are not in RV order: wait for another type.
+                propagate_from_start = rv not in ("", "0")
+                try:
+                    w = self._lw.watch(rv, self._watch_timeout_seconds(), True)
+                except Exception as exc:
+                    if is_watch_error_retriable(exc):
+                        log.info("informer.watch_backoff", informer=self.name, error=str(exc))
+                        if self._clock.wait(stop_event, self._backoff.step()):
+                            return
+                        continue
+                    raise
+
+            outcome = self._handle_watch(
+                w,
+                start,
+                stop_event,
+                sink=self._store,
+                set_resource_version=functools.partial(self._track_watch_rv, propagate_from_start),
+                watch_list=False,
+            )
+            w = None  # _handle_watch stopped it
             if outcome.stop_requested:
                 return
             err = outcome.error
@@ -632,7 +906,12 @@ class Reflector:
                 continue  # closed normally: watch again from the last RV
             if errors.is_expired(err):
                 # Relist at the last RV: a list at an RV already means "at least this fresh".
-                log.info("informer.watch_expired", informer=self.name, resource_version=rv, error=str(err))
+                log.info(
+                    "informer.watch_expired",
+                    informer=self.name,
+                    resource_version=self.last_sync_resource_version,
+                    error=str(err),
+                )
             elif isinstance(err, errors.TooManyRequests):
                 log.info("informer.watch_backoff", informer=self.name, error=str(err))
                 if self._clock.wait(stop_event, self._backoff.step()):
@@ -644,12 +923,29 @@ class Reflector:
                 )
             return
 
+    def _track_watch_rv(self, propagate_from_start: bool, rv: str, received_besides_added: bool) -> None:
+        if propagate_from_start or received_besides_added:
+            self._set_last_sync_resource_version(rv)
+
     def _handle_watch(
-        self, w: Watch, start: float, propagate_from_start: bool, stop_event: threading.Event
+        self,
+        w: Watch,
+        start: float,
+        stop_event: threading.Event,
+        *,
+        sink: _EventSink,
+        set_resource_version: Callable[[str, bool], None],
+        watch_list: bool,
     ) -> _WatchOutcome:
-        """client-go ``handleAnyWatch``: apply events in order until the stream ends; always stops ``w``."""
+        """client-go ``handleAnyWatch``: apply events to ``sink`` in order until the stream ends, telling
+        ``set_resource_version`` each event's RV and whether an event other than ADDED came yet.
+
+        With ``watch_list``, returns at the bookmark that ends the initial events and leaves ``w`` open;
+        otherwise, and on every other return, ``w`` is stopped.
+        """
         outcome = _WatchOutcome()
         received_besides_added = False
+        keep_open = False
         with self._watch_lock:
             self._current_watch = w
             resync_failed = self._resync_error is not None  # failed before this watch could be interrupted
@@ -672,21 +968,29 @@ class Reflector:
                     meta = obj.get("metadata") if isinstance(obj, dict) else None
                     rv = meta.get("resourceVersion", "") if isinstance(meta, dict) else ""
                     if etype == ADDED:
-                        self._apply(self._store.add, obj, etype)
+                        self._apply(sink.add, obj, etype)
                     elif etype == MODIFIED:
                         received_besides_added = True
-                        self._apply(self._store.update, obj, etype)
+                        self._apply(sink.update, obj, etype)
                     elif etype == DELETED:
                         received_besides_added = True
-                        self._apply(self._store.delete, obj, etype)
+                        self._apply(sink.delete, obj, etype)
                     elif etype == BOOKMARK:
                         received_besides_added = True
-                        self._store.bookmark(rv)
+                        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+                        if (
+                            isinstance(annotations, dict)
+                            and annotations.get(INITIAL_EVENTS_ANNOTATION_KEY) == "true"
+                        ):
+                            outcome.initial_events_end = True
+                        sink.bookmark(rv)
                     else:
                         log.error("informer.watch_event_unknown", informer=self.name, event_type=etype)
-                    if propagate_from_start or received_besides_added:
-                        self._set_last_sync_resource_version(rv)
+                    set_resource_version(rv, received_besides_added)
                     outcome.events += 1
+                    if watch_list and outcome.initial_events_end:
+                        keep_open = True
+                        return outcome
             except (errors.WatchTimeout, errors.ConnectionFailed) as exc:
                 # A read timeout or a broken stream is a normal close (StreamWatcher's IsProbableEOF).
                 log.debug("informer.watch_closed", informer=self.name, reason=type(exc).__name__)
@@ -695,7 +999,8 @@ class Reflector:
                 return outcome
         finally:
             resync_error = self._end_watch()
-            w.stop()
+            if not keep_open:
+                w.stop()
         if stop_event.is_set():
             outcome.stop_requested = True
             return outcome
@@ -729,7 +1034,8 @@ class Reflector:
     def __repr__(self) -> str:
         return (
             f"Reflector(name={self.name!r}, last_sync_resource_version={self.last_sync_resource_version!r}, "
-            f"relist_resource_version={self.relist_resource_version()!r})"
+            f"relist_resource_version={self.relist_resource_version()!r}, "
+            f"use_watch_list={self.use_watch_list})"
         )
 
 

@@ -40,6 +40,10 @@ Guarantees (the contract handlers may rely on):
   does the same in the caller's thread. Notifications still buffered at stop are dropped, as upstream. No lock
   is held while a handler runs.
 
+Lists: the reflector's first list is a streaming list (``WatchList``) where the API server serves one, so
+objects arrive and are transformed one at a time; a plain paginated list otherwise (see
+``controller.informers.reflector``). Either way the handlers see the same initial adds.
+
 GC: the reflector raises the cyclic GC's thresholds while it lists, and freezes the cache built by the first
 list (see ``_ListGcGuard`` in ``controller.informers.reflector``), when ``gc_tuning=True``: off by default,
 because it changes interpreter-wide state; the entry point opts in.
@@ -300,7 +304,8 @@ class SharedIndexInformer:
 
     ``lister_watcher`` is the seam to the API (``client.lister_watcher(gvk, ...)``); ``name`` names threads
     and log lines (``informer/<name>``); ``resync_period`` is the default handler resync period and the resync
-    check period (seconds, 0 = never); ``indexers`` are added to the cache before start.
+    check period (seconds, 0 = never); ``indexers`` are added to the cache before start. ``use_watch_list``
+    (None: on unless ``KUBE_FEATURE_WatchListClient`` says false) makes the reflector's lists streaming lists.
     """
 
     def __init__(
@@ -317,6 +322,7 @@ class SharedIndexInformer:
         watch_list_page_size: int = 0,
         gc_tuning: bool = False,
         rng: random.Random | None = None,
+        use_watch_list: bool | None = None,
     ) -> None:
         self.name = name
         self._lw = lister_watcher
@@ -329,6 +335,7 @@ class SharedIndexInformer:
         self._watch_list_page_size = watch_list_page_size
         self._gc_tuning = gc_tuning
         self._rng = rng
+        self._use_watch_list = use_watch_list
         if mutation_detector is None:
             mutation_detector = enabled_by_environment()
         self.mutation_detector = MutationDetector(name, clock=clock) if mutation_detector else None
@@ -494,6 +501,7 @@ class SharedIndexInformer:
                 gc_tuning=self._gc_tuning,
                 rng=self._rng,
                 transform=self._transform,
+                use_watch_list=self._use_watch_list,
             )
             self._reflector = reflector
             for reg in self._registrations:

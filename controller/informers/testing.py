@@ -7,18 +7,25 @@ use them.
 :class:`FakeListerWatcher` models, for one kind: a monotonically increasing resourceVersion bumped by each
 change; lists at the current state, paginated with continue tokens that see one consistent snapshot; watches
 from a resourceVersion that replay every later change, or, from ``""``/``"0"``, start with a synthetic
-``ADDED`` per object; bookmarks on request; compaction (a watch from before it gets a 410 ``Expired``
-``ERROR`` event, a continue token from before it a 410 ``Expired`` error); a list at a resourceVersion
-newer than the current one fails as "too large resource version"; and scripted failures of the next list or
-watch calls. It records every request it served, in order (its access log).
+``ADDED`` per object; streaming lists (``sendInitialEvents=true``, which requires
+``resourceVersionMatch=NotOlderThan`` as kube-apiserver does): a synthetic ``ADDED`` per object at the current
+state, then, if bookmarks are allowed, a ``BOOKMARK`` at the current resourceVersion annotated
+``k8s.io/initial-events-end: "true"``, then every later change on the same stream; refusing streaming lists
+(``watch_list=False``: 422 ``Invalid``, as a server without the WatchList feature); bookmarks on request;
+compaction (a watch from before it gets a 410 ``Expired`` ``ERROR`` event, a continue token from before it a
+410 ``Expired`` error); a list, or a streaming list, at a resourceVersion newer than the current one fails as
+"too large resource version"; and scripted failures of the next list or watch calls. It records every request
+it served, in order (its access log).
 
 What it does not model: label and field selectors; namespaces as a scope of the list/watch (objects may carry
 any namespace; everything is listed); the watch cache's freshness rules (every list, whatever its
-resourceVersion, is served at the current state: RV ``"0"`` is never stale); ``resourceVersionMatch`` and
-``sendInitialEvents``; server-side watch timeouts (``timeout_seconds`` is recorded, never enforced);
-periodic bookmarks (only :meth:`FakeListerWatcher.bookmark` sends one); generation, uid or any other field
-the API server sets, except ``metadata.resourceVersion``. Every object handed out is a fresh copy, as a
-decoded response would be.
+resourceVersion, is served at the current state: RV ``"0"`` is never stale, and a streaming list from an RV,
+even a compacted one, starts at the current state); ``resourceVersionMatch`` on lists (recorded by no one:
+lists take none here) and ``sendInitialEvents=false``; server-side watch timeouts (``timeout_seconds`` is
+recorded, never enforced); periodic bookmarks (only :meth:`FakeListerWatcher.bookmark` sends one); an
+``ERROR`` or a close in the middle of a streaming list's initial events (script those with a
+:class:`FakeWatcher`); generation, uid or any other field the API server sets, except
+``metadata.resourceVersion``. Every object handed out is a fresh copy, as a decoded response would be.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ from controller.informers.reflector import (
     BOOKMARK,
     DELETED,
     ERROR,
+    INITIAL_EVENTS_ANNOTATION_KEY,
     MODIFIED,
+    RESOURCE_VERSION_MATCH_NOT_OLDER_THAN,
     ListPage,
     WatchEvent,
 )
@@ -73,8 +82,13 @@ class FakeWatcher:
     def delete(self, obj: Mapping[str, Any]) -> None:
         self.action(DELETED, obj)
 
-    def bookmark(self, resource_version: str) -> None:
-        self.action(BOOKMARK, {"metadata": {"resourceVersion": resource_version}})
+    def bookmark(self, resource_version: str, *, initial_events_end: bool = False) -> None:
+        """Send a BOOKMARK; ``initial_events_end`` annotates it as the end of a streaming list's initial
+        events."""
+        meta: dict[str, Any] = {"resourceVersion": resource_version}
+        if initial_events_end:
+            meta["annotations"] = {INITIAL_EVENTS_ANNOTATION_KEY: "true"}
+        self.action(BOOKMARK, {"metadata": meta})
 
     def error(self, status: Mapping[str, Any]) -> None:
         """Send an ``ERROR`` event carrying a ``metav1.Status``."""
@@ -141,6 +155,8 @@ class WatchRequest:
     resource_version: str
     timeout_seconds: int
     allow_bookmarks: bool
+    send_initial_events: bool = False
+    resource_version_match: str = ""
 
 
 class FakeListerWatcher:
@@ -148,10 +164,12 @@ class FakeListerWatcher:
 
     Mutate its state with :meth:`add`, :meth:`modify`, :meth:`delete`; script failures by appending to
     :attr:`list_errors` / :attr:`watch_errors` (each call pops one, if any, and raises it); read what it was
-    asked in :attr:`requests`; block until a condition holds with :meth:`wait_for`.
+    asked in :attr:`requests`; block until a condition holds with :meth:`wait_for`. ``watch_list`` False
+    makes it refuse streaming lists (settable later through the attribute of that name).
     """
 
-    def __init__(self, *, start_resource_version: int = 1) -> None:
+    def __init__(self, *, start_resource_version: int = 1, watch_list: bool = True) -> None:
+        self.watch_list = watch_list
         self._cond = threading.Condition()
         self._rv = start_resource_version
         self._items: dict[str, dict[str, Any]] = {}
@@ -260,19 +278,7 @@ class FakeListerWatcher:
                 snapshot = self._snapshots[snap_rv]
             else:
                 if resource_version not in ("", "0") and int(resource_version) > self._rv:
-                    raise errors.ServerError(
-                        "Too large resource version",
-                        status=504,
-                        reason=errors.REASON_TIMEOUT,
-                        details={
-                            "causes": [
-                                {
-                                    "reason": errors.CAUSE_RESOURCE_VERSION_TOO_LARGE,
-                                    "message": "Too large resource version",
-                                }
-                            ]
-                        },
-                    )
+                    raise _too_large_resource_version()
                 snap_rv, offset = self._rv, 0
                 snapshot = [self._items[k] for k in sorted(self._items)]
             if limit <= 0 or offset + limit >= len(snapshot):
@@ -284,20 +290,39 @@ class FakeListerWatcher:
                 token = f"{snap_rv}:{offset + limit}"
             return ListPage([deep_copy(o) for o in page], str(snap_rv), token)
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> FakeWatcher:
+    def watch(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> FakeWatcher:
         with self._cond:
             self.requests.append(
                 WatchRequest(
                     resource_version=resource_version,
                     timeout_seconds=timeout_seconds,
                     allow_bookmarks=allow_bookmarks,
+                    send_initial_events=send_initial_events,
+                    resource_version_match=resource_version_match,
                 )
             )
             self._cond.notify_all()
             if self.watch_errors:
                 raise self.watch_errors.popleft()
+            if send_initial_events or resource_version_match:
+                self._check_watch_list_locked(send_initial_events, resource_version_match)
             w = FakeWatcher()
-            if resource_version in ("", "0"):
+            if send_initial_events:
+                if resource_version not in ("", "0") and int(resource_version) > self._rv:
+                    raise _too_large_resource_version()
+                for key in sorted(self._items):
+                    w.add(deep_copy(self._items[key]))
+                if allow_bookmarks:
+                    w.bookmark(str(self._rv), initial_events_end=True)
+            elif resource_version in ("", "0"):
                 for key in sorted(self._items):
                     w.add(deep_copy(self._items[key]))
             else:
@@ -321,6 +346,29 @@ class FakeListerWatcher:
             self._watchers.append((w, allow_bookmarks))
             return w
 
+    def _check_watch_list_locked(self, send_initial_events: bool, resource_version_match: str) -> None:
+        """kube-apiserver's validation of a watch's ``sendInitialEvents``/``resourceVersionMatch``."""
+        problem = ""
+        if send_initial_events and not self.watch_list:
+            problem = (
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                "feature gate is enabled"
+            )
+        elif send_initial_events and resource_version_match != RESOURCE_VERSION_MATCH_NOT_OLDER_THAN:
+            problem = (
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                f"{RESOURCE_VERSION_MATCH_NOT_OLDER_THAN}"
+            )
+        elif resource_version_match and not send_initial_events:
+            problem = (
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                "sendInitialEvents is provided"
+            )
+        if problem:
+            raise errors.Invalid(
+                f'ListOptions.meta.k8s.io "" is invalid: {problem}', status=422, reason=errors.REASON_INVALID
+            )
+
     # --- observing ---------------------------------------------------------------------------------------
 
     def list_requests(self) -> builtins.list[ListRequest]:
@@ -342,3 +390,16 @@ class FakeListerWatcher:
                 f"FakeListerWatcher(resource_version={self._rv}, items={len(self._items)}, "
                 f"open_watches={len(self._watchers)}, requests={len(self.requests)})"
             )
+
+
+def _too_large_resource_version() -> errors.ServerError:
+    return errors.ServerError(
+        "Too large resource version",
+        status=504,
+        reason=errors.REASON_TIMEOUT,
+        details={
+            "causes": [
+                {"reason": errors.CAUSE_RESOURCE_VERSION_TOO_LARGE, "message": "Too large resource version"}
+            ]
+        },
+    )

@@ -138,7 +138,9 @@ class ManagerOptions:
 
     ``qps``/``burst`` configure the client :meth:`Manager.from_kubeconfig` builds (each resource type gets
     its own token bucket); a client passed to :class:`Manager` keeps its own. ``by_object``,
-    ``sync_period`` and ``gc_tuning`` configure the default cache (not one passed to :class:`Manager`).
+    ``sync_period``, ``gc_tuning`` and ``use_watch_list`` configure the default cache (not one passed to
+    :class:`Manager`); ``use_watch_list`` None means on (streaming lists, as client-go 1.35) unless the
+    environment has ``KUBE_FEATURE_WatchListClient=false``.
     """
 
     health_probe_bind_address: str = "127.0.0.1:8081"
@@ -160,6 +162,7 @@ class ManagerOptions:
     by_object: Mapping[GVK, ByObject] = field(default_factory=dict)
     sync_period: float = DEFAULT_SYNC_PERIOD
     gc_tuning: bool = False
+    use_watch_list: bool | None = None
     clock: Clock = REAL_CLOCK
 
     def __post_init__(self) -> None:
@@ -613,4 +616,5 @@ def _default_cache(client: Client, options: ManagerOptions) -> Cache:
         is_namespaced=lambda gvk: client.resource_for(gvk).namespaced,
         clock=options.clock,
         gc_tuning=options.gc_tuning,
+        use_watch_list=options.use_watch_list,
     )

@@ -1,19 +1,22 @@
 """Informers and the informer cache against a real kube-apiserver (Tier 1).
 
-What is checked: an informer sees create/update/delete in order; a watch broken by restarting kube-apiserver
-and one expired by etcd compaction both recover by relisting with no change lost; field index lookups over
-real objects. Each test builds its own client and informers and stops them (the leak check joins every
-thread)."""
+What is checked: an informer sees create/update/delete in order; it fills its cache by a streaming list
+(kube-apiserver serves a WATCH with sendInitialEvents, no LIST) and loses nothing created while the server
+streams; a watch broken by restarting kube-apiserver and one expired by etcd compaction both recover by
+relisting with no change lost; field index lookups over real objects. Each test builds its own client and
+informers and stops them (the leak check joins every thread)."""
 
 from __future__ import annotations
 
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.cache.informer_cache import ByObject, InformerCache
 from controller.client.client import Client
@@ -21,7 +24,7 @@ from controller.client.gvk import GVK
 from controller.envtest import ControlPlane
 from controller.indexers import index_field
 from controller.informers.reflector import ListerWatcher, ListPageLike, Watch
-from controller.informers.shared_informer import SharedIndexInformer
+from controller.informers.shared_informer import ResourceEventHandlerFuncs, SharedIndexInformer
 from controller.informers.store import DeletedFinalStateUnknown, meta_namespace_key
 
 CONFIGMAP = GVK("", "v1", "ConfigMap")
@@ -133,6 +136,131 @@ def test_an_informer_sees_create_update_delete_in_order(
     assert "managedFields" not in informer.get_store().get_by_key(key_b)["metadata"]
 
 
+def apiserver_requests(plane: ControlPlane, resource: str) -> Counter[str]:
+    """kube-apiserver's ``apiserver_request_total`` for ``resource``, by verb (summed over codes and scopes).
+
+    A WATCH is counted when it ends; a LIST when it is answered."""
+    answer = plane.admin_request("GET", "/metrics")
+    assert answer.status == 200, answer.body[:200]
+    lines = "".join(
+        f"{line}\n"
+        for line in answer.body.decode().splitlines()
+        if line.startswith("apiserver_request_total{")
+    )
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(lines):
+        for sample in family.samples:
+            if sample.labels.get("resource") == resource and not sample.labels.get("subresource"):
+                counts[sample.labels["verb"]] += int(sample.value)
+    return counts
+
+
+class CreatesWhileStreaming:
+    """Passes list and watch through to the real ones; while a streaming list's initial events arrive (after
+    the ``after``-th), runs ``during`` once, in the reading thread: changes made while the server streams."""
+
+    def __init__(self, inner: ListerWatcher, *, after: int, during: Callable[[], None]) -> None:
+        self.inner = inner
+        self.after = after
+        self.during: Callable[[], None] | None = during
+
+    def list(self, resource_version: str, limit: int, continue_: str | None) -> ListPageLike:
+        return self.inner.list(resource_version, limit, continue_)
+
+    def watch(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> Watch:
+        w = self.inner.watch(
+            resource_version,
+            timeout_seconds,
+            allow_bookmarks,
+            send_initial_events=send_initial_events,
+            resource_version_match=resource_version_match,
+        )
+        return _Interposed(w, self) if send_initial_events else w
+
+
+class _Interposed:
+    def __init__(self, w: Watch, owner: CreatesWhileStreaming) -> None:
+        self._w = w
+        self._owner = owner
+
+    def __iter__(self) -> Iterator[Any]:
+        for n, event in enumerate(self._w, start=1):
+            if n == self._owner.after and self._owner.during is not None:
+                during, self._owner.during = self._owner.during, None
+                during()
+            yield event
+
+    def stop(self) -> None:
+        self._w.stop()
+
+
+@pytest.mark.parametrize("use_watch_list", [True, False], ids=["streaming list", "list"])
+def test_an_informer_fills_its_cache_by_a_streaming_list_losing_nothing_created_meanwhile(
+    control_plane: ControlPlane, namespace: str, client_for, running, *, eventually, use_watch_list
+) -> None:
+    client = client_for(control_plane.kubeconfig)
+    before = {f"before-{i:02d}" for i in range(30)}
+    for name in sorted(before):
+        client.create(configmap(namespace, name, v="1"))
+    during = {f"during-{i:02d}" for i in range(10)}
+
+    def changes_while_streaming() -> None:
+        for name in sorted(during):
+            client.create(configmap(namespace, name, v="1"))
+        changed = client.get(CONFIGMAP, "before-00", namespace)
+        client.update({**changed, "data": {"v": "2"}})
+        client.delete(CONFIGMAP, "before-01", namespace)
+
+    lw = CreatesWhileStreaming(
+        client.lister_watcher(CONFIGMAP, namespace=namespace), after=5, during=changes_while_streaming
+    )
+    informer = SharedIndexInformer(lw, name="configmaps", use_watch_list=use_watch_list)
+    initial: list[str] = []
+    informer.add_event_handler(
+        ResourceEventHandlerFuncs(
+            add_func=lambda obj, is_in_initial_list: (
+                initial.append(obj["metadata"]["name"]) if is_in_initial_list else None
+            )
+        )
+    )
+    own_lists = 0  # this test's own LISTs of configmaps, to tell the informer's apart
+
+    def converged() -> None:
+        nonlocal own_lists
+        own_lists += 1
+        assert cache_state(informer) == server_state(client, namespace)
+
+    requests_before = apiserver_requests(control_plane, "configmaps")
+    running(informer)
+    assert informer.wait_for_synced(30)
+    if not use_watch_list:
+        changes_while_streaming()  # no stream to make them during: after the list, then
+    eventually(converged, timeout=30, interval=0.2)
+    assert set(cache_state(informer)) == {f"{namespace}/{n}" for n in (before | during) - {"before-01"}}
+    assert cache_state(informer)[f"{namespace}/before-00"] == {"v": "2"}
+    # The handler's initial adds are the state the stream started from: what was there before it.
+    assert sorted(initial) == sorted(before)
+    informer.stop()
+
+    def served() -> Counter[str]:
+        delta = apiserver_requests(control_plane, "configmaps")
+        delta.subtract(requests_before)
+        assert delta["WATCH"] >= 1  # the informer's watch is counted once it has ended
+        return delta
+
+    delta = eventually(served, timeout=30, interval=0.2)
+    # kube-apiserver served the informer's initial state by a WATCH (sendInitialEvents), not a LIST.
+    assert delta["LIST"] - own_lists == (0 if use_watch_list else 1), (delta, own_lists)
+
+
 def test_a_watch_broken_by_an_apiserver_restart_recovers_with_no_change_lost(
     control_plane: ControlPlane, namespace: str, client_for, running, eventually
 ) -> None:
@@ -173,6 +301,7 @@ class GatedListerWatcher:
         self.gate = threading.Event()
         self.gate.set()
         self.watch_rvs: list[str] = []
+        self.watches: list[tuple[str, bool]] = []  # (resourceVersion, sendInitialEvents)
         self.list_rvs: list[str] = []
         self.waiting = threading.Event()
         self._current: Watch | None = None
@@ -181,12 +310,27 @@ class GatedListerWatcher:
         self.list_rvs.append(resource_version)
         return self.inner.list(resource_version, limit, continue_)
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> Watch:
+    def watch(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> Watch:
         self.watch_rvs.append(resource_version)
+        self.watches.append((resource_version, send_initial_events))
         if not self.gate.is_set():
             self.waiting.set()
             self.gate.wait(60)
-        w = self.inner.watch(resource_version, timeout_seconds, allow_bookmarks)
+        w = self.inner.watch(
+            resource_version,
+            timeout_seconds,
+            allow_bookmarks,
+            send_initial_events=send_initial_events,
+            resource_version_match=resource_version_match,
+        )
         self._current = w
         return w
 
@@ -195,8 +339,9 @@ class GatedListerWatcher:
             self._current.stop()
 
 
+@pytest.mark.parametrize("use_watch_list", [False, True], ids=["list", "streaming list"])
 def test_a_watch_expired_by_etcd_compaction_relists_with_no_change_lost(
-    control_plane_without_watch_cache: ControlPlane, client_for, running, eventually
+    control_plane_without_watch_cache: ControlPlane, client_for, running, eventually, use_watch_list
 ) -> None:
     plane = control_plane_without_watch_cache
     client = client_for(plane.kubeconfig)
@@ -205,7 +350,7 @@ def test_a_watch_expired_by_etcd_compaction_relists_with_no_change_lost(
     for name in ("keep", "change", "remove"):
         client.create(configmap(ns, name, v="1"))
     gated = GatedListerWatcher(client.lister_watcher(CONFIGMAP, namespace=ns))
-    informer = SharedIndexInformer(gated, name="configmaps")
+    informer = SharedIndexInformer(gated, name="configmaps", use_watch_list=use_watch_list)
     rec = Recorder()
     informer.add_event_handler(rec)
     running(informer)
@@ -229,9 +374,15 @@ def test_a_watch_expired_by_etcd_compaction_relists_with_no_change_lost(
         assert cache_state(informer) == server_state(client, ns)
 
     eventually(converged, timeout=60, interval=0.2)
-    # The watch from before the compaction got 410 and the informer relisted from its last resourceVersion.
-    assert gated.list_rvs[0] == "0"
-    assert resume_from in gated.list_rvs[1:]
+    # The watch from before the compaction got 410 and the informer relisted from its last resourceVersion:
+    # by a list, or by a new streaming list "not older than" it.
+    if use_watch_list:
+        assert gated.watches[0] == ("", True)
+        assert (resume_from, True) in gated.watches[1:]
+        assert gated.list_rvs == []
+    else:
+        assert gated.list_rvs[0] == "0"
+        assert resume_from in gated.list_rvs[1:]
     events = rec.snapshot()
     assert ("delete?", f"{ns}/remove", None) in events  # the missed delete, found by the relist
     assert ("update", f"{ns}/change", {"v": "2"}) in events

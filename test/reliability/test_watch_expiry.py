@@ -7,9 +7,10 @@ On a plane without kube-apiserver's watch cache (every watch and list goes to et
 refuses connections (every watch breaks, every reconnect is refused) while TrainJobs are created, changed
 and deleted, a JobSet is deleted under its TrainJob and labelled ConfigMaps come and go; then etcd is
 compacted past all of it and the proxy forwards again. Each watch restarted from its last resourceVersion
-gets 410 (compacted); the relist at that resourceVersion is answered 410 ``Expired`` by the proxy (what a
-watch cache answers for a resourceVersion it no longer holds), so each informer falls back to a consistent
-list from etcd (``resourceVersion=""``).
+gets 410 (compacted); the relist at that resourceVersion (a streaming list, ``sendInitialEvents``, or a
+list where that is off) is answered 410 ``Expired`` by the proxy (what a watch cache answers for a
+resourceVersion it no longer holds), so each informer falls back to a consistent read from etcd
+(``resourceVersion=""``): a new stream, or a list.
 
 The informer-level version of the compaction case (one informer, a gated lister-watcher) is in
 ``test/integration/test_informers_integration.py``; this one runs the whole manager over real sockets.
@@ -47,8 +48,15 @@ def bare_admin(bare_plane: ControlPlane) -> Iterator[Client]:
     client.close()
 
 
+def _is_relist(info: Any) -> bool:
+    """A list, or a streaming list (a watch with ``sendInitialEvents``), which is how the reflector fills
+    its cache unless the streaming list is off or refused."""
+    streaming = info.verb == "watch" and info.query.get("sendInitialEvents", [""])[0] == "true"
+    return bool(info.verb == "list" or streaming)
+
+
 def _relist_at_a_resource_version(info: Any) -> bool:
-    return bool(info.verb == "list" and info.query.get("resourceVersion", [""])[0] not in ("", "0"))
+    return _is_relist(info) and info.query.get("resourceVersion", [""])[0] not in ("", "0")
 
 
 def test_informers_relist_after_compaction_and_a_410_on_relist_and_miss_no_change(
@@ -122,7 +130,7 @@ def test_informers_relist_after_compaction_and_a_410_on_relist_and_miss_no_chang
             )
             assert found.duplicated == []
             reliability.eventually(manager.queue_idle, timeout=30)
-            relists += len(proxy.exchanges(since=cut, where=lambda e: e.info.verb == "list"))
+            relists += len(proxy.exchanges(since=cut, where=lambda e: _is_relist(e.info)))
             injected += fault.injected
             proxy.clear_faults()
         assert manager is not None and manager.failures == []

@@ -159,6 +159,7 @@ def test_the_cache_follows_changes(servers, make_cache) -> None:
 
 def test_wait_for_cache_sync_gives_up_at_its_timeout(servers, make_cache) -> None:
     servers[CONFIGMAP].list_errors.extend(errors.ServerError("down", status=503) for _ in range(1000))
+    servers[CONFIGMAP].watch_errors.extend(errors.ServerError("down", status=503) for _ in range(1000))
     cache = make_cache()
     cache.get_informer(CONFIGMAP)
     assert not cache.wait_for_cache_sync(timeout=0)  # not even started
@@ -170,6 +171,7 @@ def test_wait_for_cache_sync_gives_up_at_its_timeout(servers, make_cache) -> Non
 def test_a_stop_event_ends_the_sync_wait_long_before_its_timeout(servers, make_cache) -> None:
     # controller-runtime WaitForCacheSync(ctx): a cancelled context ends the wait.
     servers[CONFIGMAP].list_errors.extend(errors.ServerError("down", status=503) for _ in range(10_000))
+    servers[CONFIGMAP].watch_errors.extend(errors.ServerError("down", status=503) for _ in range(10_000))
     clock = FakeClock()
     cache = make_cache(clock=clock)
     cache.get_informer(CONFIGMAP)

@@ -90,6 +90,7 @@ class Script:
         self._watches = list(watches or [])
         self.list_calls: list[tuple[str, int, str | None]] = []
         self.watch_calls: list[tuple[str, int, bool]] = []
+        self.watch_list_calls: list[int] = []  # indexes into watch_calls of the streaming lists
 
     def list(self, resource_version: str, limit: int, continue_: str | None) -> ListPage:
         self.list_calls.append((resource_version, limit, continue_))
@@ -102,8 +103,19 @@ class Script:
         assert isinstance(result, ListPage)
         return result
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> FakeWatcher:
+    def watch(
+        self,
+        resource_version: str,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+        *,
+        send_initial_events: bool = False,
+        resource_version_match: str = "",
+    ) -> FakeWatcher:
         """Hands out the scripted watches (or raises scripted errors); when they run out, stops the run."""
+        if send_initial_events:
+            assert resource_version_match == "NotOlderThan"
+            self.watch_list_calls.append(len(self.watch_calls))
         self.watch_calls.append((resource_version, timeout_seconds, allow_bookmarks))
         if not self._watches:
             self.stop.set()
@@ -130,6 +142,8 @@ def make_reflector(lw: Any, store: Any, **kwargs: Any) -> Reflector:
     kwargs.setdefault("clock", FakeClock())
     kwargs.setdefault("gc_tuning", False)
     kwargs.setdefault("rng", random.Random(1))
+    # The cases of reflector_test.go run with WatchListClient off; the streaming list has its own file.
+    kwargs.setdefault("use_watch_list", False)
     return Reflector(lw, store, name="test", **kwargs)
 
 
@@ -487,7 +501,14 @@ def test_a_very_short_watch_is_an_error() -> None:
     stop = threading.Event()
     script = Script(stop, lists=[ListPage([], "5")], watches=[closed_watch()])
     r = make_reflector(script.lw(), ThreadSafeStore(), clock=clock)
-    outcome = r._handle_watch(closed_watch(), clock.monotonic(), True, stop)
+    outcome = r._handle_watch(
+        closed_watch(),
+        clock.monotonic(),
+        stop,
+        sink=ThreadSafeStore(),
+        set_resource_version=lambda rv, besides: None,
+        watch_list=False,
+    )
     assert isinstance(outcome.error, VeryShortWatchError)
     r.list_and_watch(stop)
     assert len(script.watch_calls) == 1  # not rewatched: back to the caller, who relists

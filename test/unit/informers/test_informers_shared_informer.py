@@ -63,6 +63,12 @@ def watching(lw: FakeListerWatcher, n: int = 1) -> None:
     assert lw.wait_for(lambda: len(lw.watch_requests()) >= n and lw.open_watches() >= 1), lw
 
 
+def resyncing(name: str = "configmaps") -> None:
+    """Block until the informer's resync thread runs: its period counts from then. (A streaming list's
+    watch is open before its initial events are stored and the resync thread starts.)"""
+    wait_until(lambda: any(t.name == f"informer/{name}/resync" for t in threading.enumerate()), timeout=10)
+
+
 # --- delivery -----------------------------------------------------------------------------------------------
 
 
@@ -118,26 +124,32 @@ class DownForAWhile(FakeListerWatcher):
         super().__init__()
         self.while_down: Callable[[], None] | None = None
 
-    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool) -> Any:
+    def watch(self, resource_version: str, timeout_seconds: int, allow_bookmarks: bool, **how: Any) -> Any:
         if self.while_down is not None:
             changes, self.while_down = self.while_down, None
             changes()
             self.compact()
             raise errors.ConnectionFailed("TLS handshake failed: the API server is restarting")
-        return super().watch(resource_version, timeout_seconds, allow_bookmarks)
+        return super().watch(resource_version, timeout_seconds, allow_bookmarks, **how)
 
 
-def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(informers, recorder, auto_clock):
+@pytest.mark.parametrize("use_watch_list", [False, True], ids=["list", "streaming list"])
+def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(
+    informers, recorder, auto_clock, use_watch_list
+):
     # controller.go processReplacedAllInfo + the_real_fifo.go reconcileReplacement: deletions first, as
     # DeletedFinalStateUnknown carrying the last known state, then updates and adds in list order.
     lw = DownForAWhile()
     lw.add(cm("a"))
     lw.add(cm("b"))
-    informer = informers(lw, clock=auto_clock)
+    informer = informers(lw, clock=auto_clock, use_watch_list=use_watch_list)
     rec = recorder()
     informer.add_event_handler(rec)
     informer.start()
     watching(lw)
+    # An event on the watch: it is consumed (a streaming list's watch is open before its events are).
+    lw.add(cm("z"))
+    rec.wait_for(lambda ev: ("add", "ns/z", "4", False) in ev)
 
     def changes() -> None:
         lw.modify(cm("a", k="v"))
@@ -147,18 +159,27 @@ def test_relist_sends_tombstones_for_deletes_missed_while_the_watch_was_down(inf
     lw.while_down = changes
     auto_clock.advance(2.0)  # the watch has been open a while: its close is normal, not a "very short watch"
     lw.close_watches()
-    events = rec.wait_for_count(5)
-    assert events[2:] == [
+    events = rec.wait_for_count(7)
+    assert events[3:] == [
         ("delete", "ns/b", "3", True),
-        ("update", "ns/a", "2", "4"),
-        ("add", "ns/c", "6", False),
+        ("update", "ns/a", "2", "5"),
+        ("add", "ns/c", "7", False),
+        ("update", "ns/z", "4", "4"),  # unchanged: a sync update
     ]
-    tombstone = rec.objects[2]
+    tombstone = rec.objects[3]
     assert tombstone.key == "ns/b"
     assert tombstone.obj["metadata"]["name"] == "b"
-    assert sorted(informer.get_store().list_keys()) == ["ns/a", "ns/c"]
+    assert sorted(informer.get_store().list_keys()) == ["ns/a", "ns/c", "ns/z"]
     # The relist asked for "at least as fresh as" the last RV the informer had seen.
-    assert [r.resource_version for r in lw.list_requests()] == ["0", "3"]
+    if use_watch_list:
+        # (The refused rewatch never reached the fake server's log.)
+        assert [(r.resource_version, r.send_initial_events) for r in lw.watch_requests()] == [
+            ("", True),
+            ("4", True),
+        ]
+        assert lw.list_requests() == []
+    else:
+        assert [r.resource_version for r in lw.list_requests()] == ["0", "4"]
 
 
 def test_a_relist_with_nothing_changed_replays_updates_flagged_as_sync(informers, recorder, auto_clock):
@@ -176,13 +197,19 @@ def test_a_relist_with_nothing_changed_replays_updates_flagged_as_sync(informers
     assert rec.wait_for_count(2)[1] == ("update", "ns/a", "2", "2")
 
 
-def test_expired_watch_recovers_by_relisting_with_no_change_lost(lw, informers, recorder, auto_clock):
+@pytest.mark.parametrize("use_watch_list", [False, True], ids=["list", "streaming list"])
+def test_expired_watch_recovers_by_relisting_with_no_change_lost(
+    lw, informers, recorder, auto_clock, use_watch_list
+):
     lw.add(cm("a"))
-    informer = informers(lw, clock=auto_clock)
+    informer = informers(lw, clock=auto_clock, use_watch_list=use_watch_list)
     rec = recorder()
     informer.add_event_handler(rec)
     informer.start()
     watching(lw)
+    # An event on the watch: it is consumed (a streaming list's watch is open before its events are).
+    lw.add(cm("z"))
+    rec.wait_for(lambda ev: ("add", "ns/z", "3", False) in ev)
     # Changes land and history is compacted while the stream is closed: the rewatch gets 410 Expired.
     auto_clock.advance(2.0)
     with lw._cond:
@@ -190,14 +217,24 @@ def test_expired_watch_recovers_by_relisting_with_no_change_lost(lw, informers, 
         lw.modify(cm("a", k="1"))
         lw.add(cm("b"))
         lw.compact()
-    rec.wait_for(lambda ev: ("add", "ns/b", "4", False) in ev)
+    rec.wait_for(lambda ev: ("add", "ns/b", "5", False) in ev)
     watching(lw, 3)
     assert {
         k: o["metadata"]["resourceVersion"]
         for k, o in ((k, informer.get_store().get_by_key(k)) for k in ("ns/a", "ns/b"))
-    } == {"ns/a": "3", "ns/b": "4"}
-    assert [r.resource_version for r in lw.watch_requests()] == ["2", "2", "4"]
-    assert [r.resource_version for r in lw.list_requests()] == ["0", "2"]
+    } == {"ns/a": "4", "ns/b": "5"}
+    if use_watch_list:
+        # Streamed at first; the rewatch at 3 is expired; streamed again "not older than" 3, and that stream
+        # goes on as the watch.
+        assert [(r.resource_version, r.send_initial_events) for r in lw.watch_requests()] == [
+            ("", True),
+            ("3", False),
+            ("3", True),
+        ]
+        assert lw.list_requests() == []
+    else:
+        assert [r.resource_version for r in lw.watch_requests()] == ["2", "3", "5"]
+        assert [r.resource_version for r in lw.list_requests()] == ["0", "3"]
 
 
 def test_slow_handler_does_not_block_another(lw, informers, recorder) -> None:
@@ -246,8 +283,13 @@ def test_add_while_active_gets_synthetic_adds_then_live_events(lw, informers, re
     assert events[2] == ("add", "ns/c", "4", False)
 
 
-def test_a_handler_registered_before_the_first_list_is_not_synced_until_then(lw, informers, recorder) -> None:
-    informer = informers(lw)
+@pytest.mark.parametrize("use_watch_list", [False, True], ids=["list", "streaming list"])
+def test_a_handler_registered_before_the_first_list_is_not_synced_until_then(
+    lw, informers, recorder, use_watch_list
+) -> None:
+    informer = informers(lw, use_watch_list=use_watch_list)
+    # The streaming list fails (and falls back to the list), then the list fails.
+    lw.watch_errors.append(errors.ServerError("not yet", status=503, reason="ServiceUnavailable"))
     lw.list_errors.append(errors.ServerError("not yet", status=503, reason="ServiceUnavailable"))
     reg = informer.add_event_handler(recorder())
     informer.start()
@@ -306,6 +348,7 @@ def test_resync_replays_the_cache_to_handlers_whose_period_elapsed(lw, informers
     informer.add_event_handler(never, resync_period=0.0)
     informer.start()
     watching(lw)
+    resyncing()
     for r in (every10, every20, never):
         r.wait_for_count(1)
     requests_before = len(lw.requests)
@@ -428,8 +471,12 @@ def test_informer_threads_are_named_and_joined_on_stop(lw, informers, recorder) 
     informer.add_event_handler(recorder())
     informer.start()
     watching(lw)
-    names = {t.name for t in threading.enumerate() if t.name.startswith("informer/configmaps")}
-    assert names == {
+
+    def names() -> set[str]:
+        return {t.name for t in threading.enumerate() if t.name.startswith("informer/configmaps")}
+
+    resyncing()
+    assert names() == {
         "informer/configmaps",
         "informer/configmaps/stop",
         "informer/configmaps/handler-0",

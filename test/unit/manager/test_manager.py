@@ -191,6 +191,7 @@ def test_a_stop_during_the_cache_sync_wait_ends_run_at_once_and_starts_nothing_m
     # controller-runtime: WaitForCacheSync(ctx) ends when the manager's context is cancelled.
     api = FakeListerWatcher()
     api.list_errors.extend(errors.ServerError("down", status=503) for _ in range(10_000))
+    api.watch_errors.extend(errors.ServerError("down", status=503) for _ in range(10_000))
     cache = InformerCache(lambda gvk, **selectors: api, clock=clock, gc_tuning=False)
     cache.get_informer(CONFIGMAP)  # not started: returns at once
     mgr = Manager(
