@@ -336,10 +336,15 @@ def stand_in_containers(
     once the API server applies it (a dry-run Pod comes back rewritten); the policy and its binding are
     deleted on exit."""
     name = f"stand-in-{namespace}"
-    rewrite = (
-        "Object{spec: Object.spec{containers: object.spec.containers.map(c, Object.spec.containers{"
-        f'name: c.name, image: {json.dumps(image)}, imagePullPolicy: "IfNotPresent", '
-        f"command: {json.dumps(list(STAND_IN_COMMAND))}}})}}}}"
+    # A JSON patch: an apply configuration may not set an atomic list such as a container's command.
+    rewrite = " + ".join(
+        "object.spec.containers.transformList(i, c, JSONPatch{"
+        f'op: "add", path: "/spec/containers/" + string(i) + "/{field}", value: {json.dumps(value)}}})'
+        for field, value in (
+            ("image", image),
+            ("imagePullPolicy", "IfNotPresent"),
+            ("command", list(STAND_IN_COMMAND)),
+        )
     )
     policy = {
         "apiVersion": f"{ADMISSION_GROUP}/{ADMISSION_VERSION}",
@@ -358,7 +363,7 @@ def stand_in_containers(
             },
             "failurePolicy": "Fail",
             "reinvocationPolicy": "Never",
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": rewrite}}],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": rewrite}}],
         },
     }
     binding = {
