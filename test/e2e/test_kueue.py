@@ -765,8 +765,10 @@ def podsets_queue(client: Client, kueue: Any) -> Iterator[str]:
 
 def initializer_volume(name: str, namespace: str, trainjob_name: str) -> dict[str, Any]:
     """A hostPath PersistentVolume bound ahead to the claim JobSet makes from a torchtune runtime's
-    ``volumeClaimPolicies`` (``initializer-<jobset>``): nothing provisions volumes here, and without it the
-    initializers never start, so the ``node`` job, which waits for them, is never created."""
+    ``volumeClaimPolicies`` (``initializer-<jobset>``): nothing provisions volumes on kwok, and without it
+    the initializers never start, so the ``node`` job, which waits for them, is never created. The kind
+    cluster's default StorageClass could provision one, but the claim binds to this one there too; its
+    directory is made on the node that mounts it."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
