@@ -32,7 +32,7 @@ which ``test_kueue_e2e.py`` runs as it is):
   without ``spec.trainer.numNodes``), all queued at once under a ClusterQueue with room for all; once each is
   Complete, its Workload's PodSets (count and per-pod requests) and what Kueue charged at admission equal
   the pods its JobSet made, per replicated job. A torchtune runtime's claim gets a PersistentVolume bound
-  ahead, since nothing provisions volumes here. On kind the runtimes' images are not in the cluster, so
+  ahead, since nothing provisions volumes on kwok. On kind the runtimes' images are not in the cluster, so
   every pod of the test's namespace runs ``true`` from the workload image instead
   (``support.kind_jobs.stand_in_containers``, an admission policy: the TrainJobs, runtimes, JobSets and
   Jobs are left as they are, and a pod's resources are not touched), and the workers advertise
@@ -617,11 +617,11 @@ def test_a_trainjob_managed_by_multikueue_is_left_alone_by_the_trainer_controlle
 
 PODSETS_FLAVOR = "kueue-e2e-podsets"
 PODSETS_QUEUE = "kueue-e2e-podsets"
-PODSETS_QUOTA = {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": "1000"}
+GPU = "nvidia.com/gpu"
+PODSETS_QUOTA = {"cpu": "1000", "memory": "10Ti", GPU: "1000"}
 """Every resource the cases' pods request, with room for all of them at once."""
 PODSETS_TIMEOUT = 240.0
 """Seconds every case gets to Complete: on kind some 60 real pods, a few at a time on the workers."""
-GPU = "nvidia.com/gpu"
 GPUS_PER_WORKER = "8"
 """What each kind worker advertises: a torchtune runtime's node asks for 2, as kwok's nodes have 8."""
 PV_GVK = GVK("", "v1", "PersistentVolume")
@@ -926,9 +926,11 @@ def _podsets_equal_the_created_pods(
             install.create_trainjob(client, manifest, namespace)
 
         # Once Complete, every pod its JobSet will ever make exists: the pods of a finished Job stay, and a
-        # JobSet deletes only the Jobs still active when it completes, which none is here (each job's pods
-        # end by themselves, an MPI node job's before its launcher is made). A pod that Failed may have
-        # been replaced by its Job, so its TrainJob's pods are not the JobSet's plan: no case may have one.
+        # JobSet deletes only the Jobs still active when it completes, which none is here. Every pod ends by
+        # itself, an MPI node pod before its launcher: on kind each runs ``true`` (a node job that Succeeded
+        # counts as Ready for the launcher's dependsOn), on kwok each runs the same run time and the
+        # launcher is made only once the node pods are Ready. A pod that Failed may have been replaced by
+        # its Job, so its TrainJob's pods would not be the JobSet's plan: no case may have one.
         def all_complete() -> list[dict[str, Any]]:
             stored = [get_trainjob(client, namespace, c.name) for c in PODSET_CASES]
             pending = [t["metadata"]["name"] for t in stored if not TrainJobView(t).is_complete]
