@@ -32,7 +32,12 @@ which ``test_kueue_e2e.py`` runs as it is):
   without ``spec.trainer.numNodes``), all queued at once under a ClusterQueue with room for all; once each is
   Complete, its Workload's PodSets (count and per-pod requests) and what Kueue charged at admission equal
   the pods its JobSet made, per replicated job. A torchtune runtime's claim gets a PersistentVolume bound
-  ahead, since nothing provisions volumes here;
+  ahead, since nothing provisions volumes on kwok. On kind the runtimes' images are not in the cluster, so
+  every pod of the test's namespace runs ``true`` from the workload image instead
+  (``support.kind_jobs.stand_in_containers``, an admission policy: the TrainJobs, runtimes, JobSets and
+  Jobs are left as they are, and a pod's resources are not touched), and the workers advertise
+  ``nvidia.com/gpu`` (``support.kind_jobs.advertised_extended_resource``) for the torchtune nodes' GPU
+  limits;
 - a TrainJob with ``spec.managedBy: kueue.x-k8s.io/multikueue`` is left alone by this controller. Kueue
   v0.17 without a MultiKueue AdmissionCheck on the ClusterQueue simply admits it and unsuspends it in
   place; this controller still creates nothing for it and writes no status.
@@ -612,8 +617,13 @@ def test_a_trainjob_managed_by_multikueue_is_left_alone_by_the_trainer_controlle
 
 PODSETS_FLAVOR = "kueue-e2e-podsets"
 PODSETS_QUEUE = "kueue-e2e-podsets"
-PODSETS_QUOTA = {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": "1000"}
+GPU = "nvidia.com/gpu"
+PODSETS_QUOTA = {"cpu": "1000", "memory": "10Ti", GPU: "1000"}
 """Every resource the cases' pods request, with room for all of them at once."""
+PODSETS_TIMEOUT = 240.0
+"""Seconds every case gets to Complete: on kind some 60 real pods, a few at a time on the workers."""
+GPUS_PER_WORKER = "8"
+"""What each kind worker advertises: a torchtune runtime's node asks for 2, as kwok's nodes have 8."""
 PV_GVK = GVK("", "v1", "PersistentVolume")
 PVC_GVK = GVK("", "v1", "PersistentVolumeClaim")
 EVENT_GVK = GVK("", "v1", "Event")
@@ -755,8 +765,10 @@ def podsets_queue(client: Client, kueue: Any) -> Iterator[str]:
 
 def initializer_volume(name: str, namespace: str, trainjob_name: str) -> dict[str, Any]:
     """A hostPath PersistentVolume bound ahead to the claim JobSet makes from a torchtune runtime's
-    ``volumeClaimPolicies`` (``initializer-<jobset>``): nothing provisions volumes here, and without it the
-    initializers never start, so the ``node`` job, which waits for them, is never created."""
+    ``volumeClaimPolicies`` (``initializer-<jobset>``): nothing provisions volumes on kwok, and without it
+    the initializers never start, so the ``node`` job, which waits for them, is never created. The kind
+    cluster's default StorageClass could provision one, but the claim binds to this one there too; its
+    directory is made on the node that mounts it."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -766,7 +778,7 @@ def initializer_volume(name: str, namespace: str, trainjob_name: str) -> dict[st
             "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
-            "hostPath": {"path": f"/tmp/{name}"},
+            "hostPath": {"path": f"/tmp/{name}", "type": "DirectoryOrCreate"},
             "claimRef": {"namespace": namespace, "name": f"initializer-{trainjob_name}"},
         },
     }
@@ -878,13 +890,21 @@ def test_kueues_podsets_count_and_size_the_pods_the_jobset_creates(
 ) -> None:
     # Kueue sizes a TrainJob's Workload by running upstream's Go runtime framework on it (its trainjob
     # integration); the quota it charges is only right if our controller's JobSet makes exactly those pods.
-    # The counts are Kueue's, the JobSet controller's and ours, the same builds on both paths; kwok is the
-    # one whose nodes can hold every case to completion.
-    if e2e_cluster.flavour != "kwok":
-        pytest.skip(
-            "kwok only: the torchtune runtimes' pods ask for nvidia.com/gpu, which kind's nodes lack, and "
-            "their node job is made only after the initializers' images (not in the kind cluster) have run"
-        )
+    # The counts are Kueue's, the JobSet controller's and ours, the same builds on both paths. On kwok the
+    # pods are played by its stages; on kind they are real and end at once (``true``), on nodes that
+    # advertise the GPUs the torchtune runtimes' nodes ask for.
+    with contextlib.ExitStack() as stack:
+        if on_kind(e2e_cluster):
+            stack.enter_context(
+                kind_jobs.stand_in_containers(e2e_cluster, namespace, kind_jobs.workload_image(), eventually)
+            )
+            stack.enter_context(kind_jobs.advertised_extended_resource(e2e_cluster, GPU, GPUS_PER_WORKER))
+        _podsets_equal_the_created_pods(client, namespace, podsets_queue, eventually)
+
+
+def _podsets_equal_the_created_pods(
+    client: Client, namespace: str, podsets_queue: str, eventually: Callable[..., Any]
+) -> None:
     local_queue(client, namespace, podsets_queue)
     for variant in MPI_VARIANTS:
         client.create({**variant, "metadata": {**variant["metadata"], "namespace": namespace}})
@@ -905,7 +925,12 @@ def test_kueues_podsets_count_and_size_the_pods_the_jobset_creates(
             }
             install.create_trainjob(client, manifest, namespace)
 
-        # Once Complete, every pod its JobSet will ever make exists (the pods of a finished Job stay).
+        # Once Complete, every pod its JobSet will ever make exists: the pods of a finished Job stay, and a
+        # JobSet deletes only the Jobs still active when it completes, which none is here. Every pod ends by
+        # itself, an MPI node pod before its launcher: on kind each runs ``true`` (a node job that Succeeded
+        # counts as Ready for the launcher's dependsOn), on kwok each runs the same run time and the
+        # launcher is made only once the node pods are Ready. A pod that Failed may have been replaced by
+        # its Job, so its TrainJob's pods would not be the JobSet's plan: no case may have one.
         def all_complete() -> list[dict[str, Any]]:
             stored = [get_trainjob(client, namespace, c.name) for c in PODSET_CASES]
             pending = [t["metadata"]["name"] for t in stored if not TrainJobView(t).is_complete]
@@ -914,13 +939,19 @@ def test_kueues_podsets_count_and_size_the_pods_the_jobset_creates(
             )
             return stored
 
-        stored = eventually(all_complete, timeout=180)
+        stored = eventually(all_complete, timeout=PODSETS_TIMEOUT)
+        pods = {case.name: pods_of(client, namespace, case.name) for case in PODSET_CASES}
+        failed = [
+            p["metadata"]["name"]
+            for found in pods.values()
+            for p in found
+            if p["status"].get("phase") == "Failed"
+        ]
+        assert not failed, f"pods that Failed, which their Jobs may have replaced: {failed}"
         problems = [
             problem
             for case, trainjob_obj in zip(PODSET_CASES, stored, strict=True)
-            for problem in disagreements(
-                case, workload_of(client, trainjob_obj), pods_of(client, namespace, case.name)
-            )
+            for problem in disagreements(case, workload_of(client, trainjob_obj), pods[case.name])
         ]
         assert not problems, "\n".join(problems)
     finally:

@@ -16,9 +16,11 @@ until a deadline, then fails naming what was awaited).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import kubernetes
@@ -38,6 +40,7 @@ IMAGE_NOT_THERE = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverP
 pulled, so waiting longer cannot help."""
 PLURALS = {constants.TRAINING_RUNTIME_KIND: "trainingruntimes", constants.TRAINJOB_KIND: "trainjobs"}
 HOSTNAME_KEY = "kubernetes.io/hostname"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 SPREAD_PATCH_MANAGER = "e2e.trainer.kubeflow.org/spread"
 """The ``spec.runtimePatches[].manager`` of ``one_pod_per_node``'s entry."""
 
@@ -307,3 +310,122 @@ def assert_on_distinct_nodes(namespace: str, name: str, nodes: dict[str, str], *
         f"(Pod → node: {nodes}); the kind cluster must have two workers (hack/e2e-setup-kind.sh) and the "
         "test must spread the Pods (support.kind_jobs.spread_over_nodes or one_pod_per_node)"
     )
+
+
+STAND_IN_COMMAND = ("true",)
+"""What :func:`stand_in_containers` makes every container run: ``true`` exits 0 at once, whatever arguments
+the runtime gives it (``sshd -De -f ...``, ``tune run ...``)."""
+ADMISSION_GROUP, ADMISSION_VERSION = "admissionregistration.k8s.io", "v1"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@contextlib.contextmanager
+def stand_in_containers(
+    e2e_cluster: Any, namespace: str, image: str, eventually: Callable[..., Any]
+) -> Iterator[None]:
+    """While the context lasts, every container of every Pod created in ``namespace`` runs
+    :data:`STAND_IN_COMMAND` from ``image`` (``imagePullPolicy: IfNotPresent``); nothing else of the Pod
+    changes, its resources least of all.
+
+    For a test that needs the Pods of a shipped runtime to exist and end, not to do their work: the
+    runtimes' images are not in the kind cluster, an untagged one (``ghcr.io/kubeflow/trainer/...``)
+    defaults to ``imagePullPolicy: Always``, which nothing here can serve, and their commands (``sshd``,
+    ``tune run``) would not exit 0 on a stand-in image. The TrainJob, its runtime, the JobSet and the Jobs
+    are left as they are: a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, on by default since
+    Kubernetes 1.36) bound to the namespace rewrites the containers of each Pod as it is created. Entered
+    once the API server applies it (a dry-run Pod comes back rewritten); the policy and its binding are
+    deleted on exit."""
+    name = f"stand-in-{namespace}"
+    # A JSON patch: an apply configuration may not set an atomic list such as a container's command.
+    rewrite = " + ".join(
+        "object.spec.containers.transformList(i, c, JSONPatch{"
+        f'op: "add", path: "/spec/containers/" + string(i) + "/{field}", value: {json.dumps(value)}}})'
+        for field, value in (
+            ("image", image),
+            ("imagePullPolicy", "IfNotPresent"),
+            ("command", list(STAND_IN_COMMAND)),
+        )
+    )
+    policy = {
+        "apiVersion": f"{ADMISSION_GROUP}/{ADMISSION_VERSION}",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ]
+            },
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": rewrite}}],
+        },
+    }
+    binding = {
+        "apiVersion": f"{ADMISSION_GROUP}/{ADMISSION_VERSION}",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}},
+        },
+    }
+    custom = e2e_cluster.custom
+    plurals = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
+    custom.create_cluster_custom_object(ADMISSION_GROUP, ADMISSION_VERSION, plurals[0], policy)
+    try:
+        custom.create_cluster_custom_object(ADMISSION_GROUP, ADMISSION_VERSION, plurals[1], binding)
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "stand-in-probe"},
+            "spec": {"containers": [{"name": "probe", "image": "registry.invalid/probe:never-pulled"}]},
+        }
+
+        def rewritten() -> None:
+            pod = e2e_cluster.core.create_namespaced_pod(namespace, probe, dry_run="All")
+            (container,) = pod.spec.containers
+            assert (container.image, tuple(container.command or ())) == (image, STAND_IN_COMMAND), (
+                f"MutatingAdmissionPolicy {name} not applied yet: a dry-run Pod in {namespace} runs "
+                f"{container.image} {container.command}"
+            )
+
+        eventually(rewritten, timeout=30, interval=0.25)
+        yield
+    finally:
+        for plural in reversed(plurals):
+            with contextlib.suppress(kubernetes.client.ApiException):
+                custom.delete_cluster_custom_object(ADMISSION_GROUP, ADMISSION_VERSION, plural, name)
+
+
+def worker_names(e2e_cluster: Any) -> list[str]:
+    """The nodes without the control-plane role: the kind cluster's workers."""
+    nodes = e2e_cluster.core.list_node().items
+    return sorted(n.metadata.name for n in nodes if CONTROL_PLANE_LABEL not in (n.metadata.labels or {}))
+
+
+@contextlib.contextmanager
+def advertised_extended_resource(e2e_cluster: Any, resource: str, quantity: str) -> Iterator[list[str]]:
+    """While the context lasts, every worker advertises ``quantity`` of the extended resource ``resource``
+    (``nvidia.com/gpu``) in its status, capacity and allocatable, so that the scheduler places a Pod that
+    requests it (the kubelet admits a Pod whose extended resource no device plugin manages). The documented
+    way to advertise an extended resource ("Advertise Extended Resources for a Node"): a PATCH of the Node's
+    status; the kubelet keeps a capacity it does not manage and derives allocatable from it. Yields the
+    workers' names; removed from each on exit."""
+    names = worker_names(e2e_cluster)
+    patched = []
+    try:
+        for node in names:
+            amount = {resource: quantity}
+            e2e_cluster.core.patch_node_status(node, {"status": {"capacity": amount, "allocatable": amount}})
+            patched.append(node)
+        yield names
+    finally:
+        for node in patched:
+            gone = {resource: None}
+            e2e_cluster.core.patch_node_status(node, {"status": {"capacity": gone, "allocatable": gone}})
