@@ -159,7 +159,9 @@ def _volcano(e2e_cluster: Any) -> GangScheduler:
                 "Volcano is opt-in: VOLCANO=1 hack/e2e-setup-kind.sh installs it (docs/development.md)"
             )
         pytest.fail(
-            f"no {VOLCANO_NAMESPACE}/{VOLCANO_CONFIG} ConfigMap ({exc}), though E2E_VOLCANO=1", pytrace=False
+            f"no {VOLCANO_NAMESPACE}/{VOLCANO_CONFIG} ConfigMap ({exc.status} {exc.reason}), though "
+            "E2E_VOLCANO=1 (hack/e2e-setup-kind.sh installs it)",
+            pytrace=False,
         )
     config = yaml.safe_load(config_map.data["volcano-scheduler.conf"])
     plugins = [p["name"] for tier in config["tiers"] for p in tier["plugins"]]
