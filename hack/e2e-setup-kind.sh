@@ -34,11 +34,11 @@
 #      CRDs of its default plugins and its Helm chart manifests/install/charts/as-a-second-scheduler, both
 #      from its Go module, with the images built here (the chart's only change); before the Trainer, whose
 #      manager watches PodGroups only when their CRD exists as it starts;
-#   5c. with VOLCANO=1, Volcano $VOLCANO_VERSION (install_volcano): its Helm chart installer/helm/chart/volcano from
-#      its Go module (its CRDs are templates of the chart), with the scheduler and controller manager images
-#      built here and, as values, what a cluster without a registry or Volcano's webhook image needs: no pull
-#      (IfNotPresent) and no admission webhooks (custom.admission_enable=false); then its default queue,
-#      which the scheduler creates as it starts;
+#   5c. with VOLCANO=1, Volcano $VOLCANO_VERSION (install_volcano): its Helm chart installer/helm/chart/volcano
+#      from its Go module (its CRDs are templates of the chart), with the scheduler and controller manager
+#      images built here and, as values, what a cluster without a registry or Volcano's webhook image needs:
+#      no pull (IfNotPresent) and no admission webhooks (custom.admission_enable=false); then its default
+#      queue, which the scheduler creates as it starts;
 #   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
 #      INSTALL=kustomize (`kubectl apply --server-side -k` an overlay of config/default that sets only the
 #      image, then config/runtimes, as docs/install.md tells users). The Helm install runs the manager image
@@ -67,7 +67,7 @@
 #   KUEUE_INTEGRATIONS  Kueue's integrations.frameworks, comma-separated (step 8; default
 #                      trainer.kubeflow.org/trainjob, Kueue's TrainJob integration)
 #   VOLCANO            1: also build and install Volcano (step 5c) and run the gang tests against it (default
-#                      0: it costs about 5 more minutes cold than the kind tier's budget has; docs/development.md)
+#                      0: about 6 minutes more cold, past the kind tier's budget; docs/development.md)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -340,7 +340,8 @@ install_scheduler_plugins
 # - custom.admission_enable false: no webhook manager nor its certificate Job, whose image needs openssl and
 #   a kubectl downloaded as it is built (installer/dockerfile/webhook-manager). What those webhooks do is
 #   not needed by the Trainer's PodGroups: the queue they default to, the scheduler defaults to as well
-#   (default-queue), and they would sit, failurePolicy Fail, in front of every Pod of the cluster.
+#   (default-queue), and they would sit, failurePolicy Fail, in front of every Pod created outside
+#   volcano-system and kube-system.
 # The scheduler creates the default queue as it starts; the controller manager opens queues (status.state).
 install_volcano() {
   local src namespace=volcano-system start=$SECONDS registry tag
