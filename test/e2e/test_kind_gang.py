@@ -545,10 +545,20 @@ def test_kind_volcano_gang_waits_in_its_queue_until_the_queue_holds_its_min_reso
         def refused() -> list[Any]:
             pods = gang_pods(e2e_cluster, namespace, name)
             assert len(pods) == 2, [p.metadata.name for p in pods]
+            started = [(p.metadata.name, p.spec.node_name) for p in pods if kind_gang.bound(p)]
+            if started:  # a bound Pod stays bound: no use waiting
+                written = read_pod_group(e2e_cluster, volcano, namespace, name)["spec"].get("queue")
+                pytest.fail(
+                    f"the gang started, {started}, though queue {queue} cannot hold it (its PodGroup's "
+                    f"queue: {written!r})",
+                    pytrace=False,
+                )
             said = kind_gang.reports(
                 e2e_cluster, namespace, name, kind="PodGroup", reasons=frozenset({"Unschedulable"})
             )
-            assert any(insufficient in r.note for r in said), said
+            assert any(insufficient in r.note for r in said), (
+                f"Volcano has not said {insufficient!r} of PodGroup {name}: {[r.note for r in said]}"
+            )
             return pods
 
         pods = eventually(refused, timeout=DECIDED_TIMEOUT, interval=0.5)
