@@ -5,7 +5,8 @@
 #   hack/build-binaries.sh helm ...   build only these components (etcd, kubernetes, kwok, jobset, helm,
 #                                     kueue, trainer, upstream-render; and for the kind tier: kind,
 #                                     kubernetes-node, coredns, crictl, pause, upstream-e2e, kueue-e2e,
-#                                     agnhost, scheduler-plugins; gotypes, the Go type table generator)
+#                                     agnhost, scheduler-plugins; gotypes, the Go type table generator;
+#                                     volcano, built only when named: hack/e2e-setup-kind.sh with VOLCANO=1)
 #   hack/build-binaries.sh --print    print the bin directory only, build nothing
 #
 # Each component is built into its own versioned directory under
@@ -73,6 +74,12 @@ pause_dir="$cache/bin/pause-$KUBERNETES_VERSION"
 scheduler_plugins_ldflags="-s -w"
 scheduler_plugins_dir="$cache/bin/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION-$(cd "$here/tools/scheduler-plugins" &&
   { cat go.mod go.sum; echo "$scheduler_plugins_ldflags"; } | sha256sum | cut -c1-12)"
+# Volcano's scheduler and controller manager (not its webhook manager: the kind tier installs Volcano without
+# its admission webhooks, docs/development.md says why), stamped as its Makefile stamps the version; named by
+# the version, the wrapper's files and the link flags, as scheduler-plugins' are.
+volcano_ldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
+volcano_dir="$cache/bin/volcano-$VOLCANO_VERSION-$(cd "$here/tools/volcano" &&
+  { cat go.mod go.sum; echo "$volcano_ldflags"; } | sha256sum | cut -c1-12)"
 gotypes_dir="$cache/bin/gotypes-$TRAINER_VERSION-$(cat "$here"/tools/gotypes/go.mod "$here"/tools/gotypes/go.sum \
   "$here"/tools/gotypes/*.go | sha256sum | cut -c1-12)"
 
@@ -83,7 +90,8 @@ print_dirs() {
   printf 'KUEUE_E2E_BIN=%s\nAGNHOST_BIN=%s\n' "$kueue_e2e_dir" "$agnhost_dir"
   printf 'KIND_BIN=%s\nKUBERNETES_NODE_BIN=%s\nCOREDNS_BIN=%s\nCRICTL_BIN=%s\nPAUSE_BIN=%s\n' \
     "$kind_dir" "$k8s_node_dir" "$coredns_dir" "$crictl_dir" "$pause_dir"
-  printf 'GOTYPES_BIN=%s\nSCHEDULER_PLUGINS_BIN=%s\n' "$gotypes_dir" "$scheduler_plugins_dir"
+  printf 'GOTYPES_BIN=%s\nSCHEDULER_PLUGINS_BIN=%s\nVOLCANO_BIN=%s\n' "$gotypes_dir" "$scheduler_plugins_dir" \
+    "$volcano_dir"
 }
 
 if [[ "${1:-}" == "--print" ]]; then
@@ -289,6 +297,15 @@ build_scheduler_plugins() {
     sigs.k8s.io/scheduler-plugins/cmd/controller
 }
 
+# Two of the commands of Volcano's Makefile (vc-scheduler, vc-controller-manager), named as it names them,
+# CGO off as its default build has it (SUPPORT_PLUGINS=no).
+build_volcano() {
+  cd "$here/tools/volcano"
+  go build -trimpath -ldflags "$volcano_ldflags" -o "$OUT/vc-scheduler" volcano.sh/volcano/cmd/scheduler
+  go build -trimpath -ldflags "$volcano_ldflags" -o "$OUT/vc-controller-manager" \
+    volcano.sh/volcano/cmd/controller-manager
+}
+
 build_gotypes() {  # this repository's own tool, from the same pinned modules as upstream's controller
   cd "$here/tools/gotypes"
   go build -trimpath -ldflags "-s -w" -o "$OUT/gotypes" .
@@ -296,10 +313,12 @@ build_gotypes() {  # this repository's own tool, from the same pinned modules as
 
 all_components="etcd kubernetes kwok jobset helm kueue trainer upstream-render kind kubernetes-node coredns crictl pause"
 all_components+=" upstream-e2e kueue-e2e agnhost gotypes scheduler-plugins"
+# Built only when named: the kind tier's opt-in Volcano (VOLCANO=1 for hack/e2e-setup-kind.sh).
+optional_components="volcano"
 # Components named on the command line, or all of them.
 only=" ${*:-$all_components} "
 for n in "$@"; do
-  [[ " $all_components " == *" $n "* ]] || die "unknown component $n"
+  [[ " $all_components $optional_components " == *" $n "* ]] || die "unknown component $n"
 done
 wanted() { [[ $only == *" $1 "* ]]; }
 
@@ -323,6 +342,7 @@ wanted kueue-e2e && ! complete "$kueue_e2e_dir" e2e.test && need+=(kueue-e2e)
 wanted agnhost && ! complete "$agnhost_dir" agnhost && need+=(agnhost)
 wanted gotypes && ! complete "$gotypes_dir" gotypes && need+=(gotypes)
 wanted scheduler-plugins && ! complete "$scheduler_plugins_dir" kube-scheduler controller && need+=(scheduler-plugins)
+wanted volcano && ! complete "$volcano_dir" vc-scheduler vc-controller-manager && need+=(volcano)
 
 if (( ${#need[@]} )); then
   preflight
@@ -346,6 +366,7 @@ if (( ${#need[@]} )); then
       agnhost) build agnhost "$agnhost_dir" build_agnhost ;;
       gotypes) build gotypes "$gotypes_dir" build_gotypes ;;
       scheduler-plugins) build scheduler-plugins "$scheduler_plugins_dir" build_scheduler_plugins ;;
+      volcano) build volcano "$volcano_dir" build_volcano ;;
     esac
   done
 fi

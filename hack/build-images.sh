@@ -4,7 +4,7 @@
 #
 #   hack/build-images.sh              build what is missing (podnet, node, jobset, manager, plugin,
 #                                     workload, prometheus, examples, upstream, kueue, agnhost,
-#                                     scheduler-plugins)
+#                                     scheduler-plugins; volcano only when named)
 #   hack/build-images.sh node ...     build only these
 #   hack/build-images.sh --print      print the image names, build nothing
 #
@@ -47,6 +47,13 @@
 #             /bin/controller), as its build/scheduler and build/controller Dockerfiles lay them out, on the
 #             Python base (no other base to build; the manager's image starts from it too) instead of
 #             distroless; hack/e2e-setup-kind.sh installs them with the module's own Helm chart
+#   volcano   Volcano's scheduler (VOLCANO_SCHEDULER_IMAGE: /vc-scheduler) and controller manager
+#             (VOLCANO_CONTROLLER_IMAGE: /vc-controller-manager), as its installer/dockerfile Dockerfiles lay
+#             them out (the binary at the root, its entrypoint, run as root as upstream's images are), on the
+#             Python base instead of Alpine; named <registry>/volcanosh/<name>:<tag> with one tag, as the
+#             chart composes its image names (basic.image_registry, basic.*_image_name,
+#             basic.image_tag_version); hack/e2e-setup-kind.sh installs them with the module's own Helm chart
+#             when VOLCANO=1
 #
 # Base images are root filesystems made by debootstrap (DEBIAN_SUITE in hack/versions.env) from
 # DEBIAN_MIRROR (default: the mirror this machine's apt uses) and imported; each is tagged by a hash of its
@@ -319,6 +326,18 @@ build_scheduler_plugins() {
   rm -rf "$ctx"
 }
 
+# ------------------------------------------------------------------------------------------------ volcano
+
+build_volcano() {
+  local b
+  for b in vc-scheduler vc-controller-manager; do
+    [[ -x "$VOLCANO_BIN/$b" ]] || die "$VOLCANO_BIN/$b is missing (run: hack/build-binaries.sh volcano)"
+  done
+  binary_on_python_base "$VOLCANO_CONTROLLER_IMAGE" "$VOLCANO_BIN/vc-controller-manager" /vc-controller-manager
+  # The scheduler's last: its presence says both are built.
+  binary_on_python_base "$VOLCANO_SCHEDULER_IMAGE" "$VOLCANO_BIN/vc-scheduler" /vc-scheduler
+}
+
 # ---------------------------------------------------------------------------------------------- examples
 
 # build_example NAME: examples/images/NAME/Dockerfile on a base that has its DEBIAN_PACKAGES, with the
@@ -469,6 +488,11 @@ scheduler_plugins_key=$( { recipe_key build_scheduler_plugins python_base debian
   bash "$here/build-binaries.sh" --print | grep '^SCHEDULER_PLUGINS_BIN='; } | sha256sum | cut -c1-12)
 SCHEDULER_PLUGINS_IMAGE=${SCHEDULER_PLUGINS_IMAGE:-trainer-e2e/scheduler-plugins-scheduler:$SCHEDULER_PLUGINS_VERSION-$scheduler_plugins_key}
 SCHEDULER_PLUGINS_CONTROLLER_IMAGE=${SCHEDULER_PLUGINS_CONTROLLER_IMAGE:-trainer-e2e/scheduler-plugins-controller:$SCHEDULER_PLUGINS_VERSION-$scheduler_plugins_key}
+# Volcano's chart composes <image_registry>/<image name>:<image_tag_version>, one tag for all its images.
+volcano_key=$( { recipe_key build_volcano binary_on_python_base python_base debian_base --;
+  bash "$here/build-binaries.sh" --print | grep '^VOLCANO_BIN='; } | sha256sum | cut -c1-12)
+VOLCANO_SCHEDULER_IMAGE=${VOLCANO_SCHEDULER_IMAGE:-trainer-e2e/volcanosh/vc-scheduler:$VOLCANO_VERSION-$volcano_key}
+VOLCANO_CONTROLLER_IMAGE=${VOLCANO_CONTROLLER_IMAGE:-trainer-e2e/volcanosh/vc-controller-manager:$VOLCANO_VERSION-$volcano_key}
 kueue_key=$(recipe_key build_kueue binary_on_python_base python_base debian_base --)
 KUEUE_IMAGE=${KUEUE_IMAGE:-trainer-e2e/kueue:$KUEUE_VERSION-$kueue_key}
 # Built under a content key (the cache), tagged with the name Kueue's specs use.
@@ -507,12 +531,15 @@ if [[ "${1:-}" == "--print" ]]; then
   printf 'KUEUE_IMAGE=%s\nAGNHOST_IMAGE=%s\n' "$KUEUE_IMAGE" "$AGNHOST_IMAGE"
   printf 'SCHEDULER_PLUGINS_IMAGE=%s\nSCHEDULER_PLUGINS_CONTROLLER_IMAGE=%s\n' "$SCHEDULER_PLUGINS_IMAGE" \
     "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE"
+  printf 'VOLCANO_SCHEDULER_IMAGE=%s\nVOLCANO_CONTROLLER_IMAGE=%s\n' "$VOLCANO_SCHEDULER_IMAGE" "$VOLCANO_CONTROLLER_IMAGE"
   exit 0
 fi
 
 all="podnet node jobset manager plugin workload prometheus examples upstream kueue agnhost scheduler-plugins"
+# Built only when named (hack/e2e-setup-kind.sh with VOLCANO=1): not part of the default kind tier.
+optional="volcano"
 only=" ${*:-$all} "
-for n in "$@"; do [[ " $all " == *" $n "* ]] || die "unknown image $n (one of: $all)"; done
+for n in "$@"; do [[ " $all $optional " == *" $n "* ]] || die "unknown image $n (one of: $all $optional)"; done
 wanted() { [[ $only == *" $1 "* ]]; }
 
 # -------------------------------------------------------------------------------------------------- build
@@ -521,7 +548,7 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers (run hack/docker-en
 eval "$(bash "$here/build-binaries.sh" --print)"
 mkdir -p "$work" "$log_dir"
 
-for n in $all; do
+for n in $all $optional; do
   wanted "$n" || continue
   if [[ $n == examples ]]; then build_examples; continue; fi
   if [[ $n == upstream ]]; then build_upstream; say "upstream: $UPSTREAM_IMAGES"; continue; fi
@@ -535,6 +562,7 @@ for n in $all; do
     manager) image=$TRAINER_IMAGE ;; plugin) image=$PLUGIN_IMAGE ;; workload) image=$WORKLOAD_IMAGE ;;
     prometheus) image=$PROMETHEUS_IMAGE ;; kueue) image=$KUEUE_IMAGE ;;
     scheduler-plugins) image=$SCHEDULER_PLUGINS_IMAGE ;;  # built after the controller's
+    volcano) image=$VOLCANO_SCHEDULER_IMAGE ;;  # likewise
   esac
   if exists "$image"; then say "$n: $image (cached)"; continue; fi
   timed "$n" "build_${n//-/_}"

@@ -27,13 +27,18 @@
 #   4. `kind load` into the workers the manager (plain and with the example plugin), JobSet, workload,
 #      Prometheus and example images, the stand-ins of the images upstream's e2e suite runs
 #      (test/e2e/upstream/README.md), Kueue's and agnhost's (the program in the pods of Kueue's e2e
-#      specs), and scheduler-plugins' scheduler and controller;
+#      specs), and scheduler-plugins' scheduler and controller (and Volcano's two, with VOLCANO=1);
 #   5. JobSet $JOBSET_VERSION from its own manifests (config/default of its Go module) with the image built
 #      here, server-side;
 #   5b. scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler (install_scheduler_plugins): the
 #      CRDs of its default plugins and its Helm chart manifests/install/charts/as-a-second-scheduler, both
 #      from its Go module, with the images built here (the chart's only change); before the Trainer, whose
 #      manager watches PodGroups only when their CRD exists as it starts;
+#   5c. with VOLCANO=1, Volcano $VOLCANO_VERSION (install_volcano): its Helm chart installer/helm/chart/volcano
+#      from its Go module (its CRDs are templates of the chart), with the scheduler and controller manager
+#      images built here and, as values, what a cluster without a registry or Volcano's webhook image needs:
+#      no pull (IfNotPresent) and no admission webhooks (custom.admission_enable=false); then its default
+#      queue, which the scheduler creates as it starts;
 #   6. the Trainer: INSTALL=helm (default: charts/kubeflow-trainer-py, as docs/helm.md tells users) or
 #      INSTALL=kustomize (`kubectl apply --server-side -k` an overlay of config/default that sets only the
 #      image, then config/runtimes, as docs/install.md tells users). The Helm install runs the manager image
@@ -61,6 +66,8 @@
 #   TRAINER_SERVING_TIMEOUT  seconds step 7 waits for our webhook to answer (default 300)
 #   KUEUE_INTEGRATIONS  Kueue's integrations.frameworks, comma-separated (step 8; default
 #                      trainer.kubeflow.org/trainjob, Kueue's TrainJob integration)
+#   VOLCANO            1: also build and install Volcano (step 5c) and run the gang tests against it (default
+#                      0: about 6 minutes more cold, past the kind tier's budget; docs/development.md)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -76,6 +83,7 @@ python="$repo/.venv/bin/python"
 install=${INSTALL:-helm}
 workers=${KIND_WORKERS:-2}
 replicas=${MANAGER_REPLICAS:-2}
+volcano=${VOLCANO:-0}
 # Names of what config/default and the chart install (config/manager/); test/support/e2e_paths.py has the same.
 manager_namespace=kubeflow-system
 manager_deployment=kubeflow-trainer-controller-manager
@@ -94,6 +102,7 @@ action=$1
 case $action in up|test|ci|down) ;; *) die "unknown action $action ($usage)" ;; esac
 case $install in helm|kustomize) ;; *) die "INSTALL must be helm or kustomize, not $install" ;; esac
 if [[ ! $workers =~ ^[0-9]+$ ]] || (( workers < 2 )); then die "KIND_WORKERS must be a number >= 2, not $workers"; fi
+case $volcano in 0|1) ;; *) die "VOLCANO must be 0 or 1, not $volcano" ;; esac
 
 bins=$(bash "$here/build-binaries.sh" --print)
 eval "$bins"
@@ -122,7 +131,13 @@ make -C "$repo" --no-print-directory venv >/dev/null
 bash "$here/build-binaries.sh" etcd kubernetes jobset helm kind kubernetes-node coredns crictl pause \
   upstream-e2e kueue agnhost kueue-e2e scheduler-plugins >/dev/null
 bash "$here/build-images.sh"
+if [[ $volcano == 1 ]]; then
+  bash "$here/build-binaries.sh" volcano >/dev/null
+  bash "$here/build-images.sh" volcano
+fi
 eval "$(bash "$here/build-images.sh" --print)"
+volcano_images=()
+[[ $volcano == 0 ]] || volcano_images=("$VOLCANO_SCHEDULER_IMAGE" "$VOLCANO_CONTROLLER_IMAGE")
 mkdir -p "$artifacts"
 
 on_failure() {
@@ -235,7 +250,7 @@ start=$SECONDS
 # shellcheck disable=SC2086 # EXAMPLE_IMAGES and UPSTREAM_IMAGES are lists of names, split on purpose
 "$kind" load docker-image "$JOBSET_IMAGE" "$WORKLOAD_IMAGE" "$PROMETHEUS_IMAGE" $EXAMPLE_IMAGES $UPSTREAM_IMAGES \
   "$KUEUE_IMAGE" "$AGNHOST_IMAGE" "$SCHEDULER_PLUGINS_IMAGE" "$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" \
-  --name "$name" --nodes "$load_nodes" >/dev/null
+  ${volcano_images[@]+"${volcano_images[@]}"} --name "$name" --nodes "$load_nodes" >/dev/null
 say "images loaded into $load_nodes in $((SECONDS - start)) s"
 
 relative() { "$python" -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$1" "$2"; }
@@ -278,13 +293,29 @@ k -n jobset-system wait pods --all --for=condition=Ready --timeout=5m >/dev/null
 # manifests/noderesourcetopology; the hosted chart's crds/ links to these files, and a module zip keeps no
 # links), then the chart with its values except the two images. Pods reach it by naming its scheduler
 # (scheduler.name, "scheduler-plugins-scheduler") in spec.schedulerName; the PodGroup controller keeps each
-# PodGroup's status.phase. A manager running from before the PodGroup CRD existed is restarted.
+# PodGroup's status.phase.
+# A manager running from before a PodGroup CRD existed is restarted, since it watches a PodGroup kind only when
+# its CRD exists as it starts: note_new_crd CRD before the install, restart_manager_if_needed CRD after it.
+manager_needs_restart=no
+note_new_crd() {
+  manager_needs_restart=no
+  if ! k get crd "$1" >/dev/null 2>&1 && k -n "$manager_namespace" get deployment "$manager_deployment" >/dev/null 2>&1; then
+    manager_needs_restart=yes
+  fi
+}
+restart_manager_if_needed() {  # restart_manager_if_needed CRD
+  if [[ $manager_needs_restart == yes ]]; then
+    say "restarting the Trainer's manager: it started before the $1 CRD existed"
+    k -n "$manager_namespace" rollout restart "deployment/$manager_deployment" >/dev/null
+  fi
+}
+
 install_scheduler_plugins() {
-  local src namespace=scheduler-plugins had_crd=yes start=$SECONDS
+  local src namespace=scheduler-plugins start=$SECONDS
   src=$(cd "$here/tools/scheduler-plugins" && GOFLAGS=-mod=mod go mod download -json \
     "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
   [[ -d "$src/manifests/install/charts/as-a-second-scheduler" ]] || die "no as-a-second-scheduler chart in $src"
-  k get crd podgroups.scheduling.x-k8s.io >/dev/null 2>&1 || had_crd=no
+  note_new_crd podgroups.scheduling.x-k8s.io
   say "installing scheduler-plugins $SCHEDULER_PLUGINS_VERSION as a second scheduler"
   k apply --server-side --force-conflicts -f "$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" \
     -f "$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml" \
@@ -296,13 +327,46 @@ install_scheduler_plugins() {
     --set controller.image="$SCHEDULER_PLUGINS_CONTROLLER_IMAGE" --wait=false >/dev/null
   k -n "$namespace" rollout status deployment/scheduler-plugins-scheduler --timeout=5m
   k -n "$namespace" rollout status deployment/scheduler-plugins-controller --timeout=5m
-  if [[ $had_crd == no ]] && k -n "$manager_namespace" get deployment "$manager_deployment" >/dev/null 2>&1; then
-    say "restarting the Trainer's manager: it started before the PodGroup CRD existed"
-    k -n "$manager_namespace" rollout restart "deployment/$manager_deployment" >/dev/null
-  fi
+  restart_manager_if_needed podgroups.scheduling.x-k8s.io
   say "scheduler-plugins is serving ($((SECONDS - start)) s)"
 }
 install_scheduler_plugins
+
+# 5c. Volcano, as its installer's README installs it (`helm install` of installer/helm/chart/volcano), with
+# these values only:
+# - the images: the chart composes <basic.image_registry>/<basic.*_image_name>:<basic.image_tag_version>, so
+#   the registry and the tag (the names stay volcanosh/vc-scheduler and volcanosh/vc-controller-manager);
+# - basic.image_pull_policy IfNotPresent: the chart's Always would pull from a registry this cluster has not;
+# - custom.admission_enable false: no webhook manager nor its certificate Job, whose image needs openssl and
+#   a kubectl downloaded as it is built (installer/dockerfile/webhook-manager). What those webhooks do is
+#   not needed by the Trainer's PodGroups: the queue they default to, the scheduler defaults to as well
+#   (default-queue), and they would sit, failurePolicy Fail, in front of every Pod created outside
+#   volcano-system and kube-system.
+# The scheduler creates the default queue as it starts; the controller manager opens queues (status.state).
+install_volcano() {
+  local src namespace=volcano-system start=$SECONDS registry tag
+  src=$(cd "$here/tools/volcano" && GOFLAGS=-mod=mod go mod download -json \
+    "volcano.sh/volcano@$VOLCANO_VERSION" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+  [[ -d "$src/installer/helm/chart/volcano" ]] || die "no installer/helm/chart/volcano in $src"
+  tag=${VOLCANO_SCHEDULER_IMAGE##*:}
+  registry=${VOLCANO_SCHEDULER_IMAGE%/volcanosh/vc-scheduler:*}
+  [[ $VOLCANO_CONTROLLER_IMAGE == "$registry/volcanosh/vc-controller-manager:$tag" ]] ||
+    die "the chart gives both images one registry and tag: $VOLCANO_SCHEDULER_IMAGE, $VOLCANO_CONTROLLER_IMAGE"
+  note_new_crd podgroups.scheduling.volcano.sh
+  say "installing Volcano $VOLCANO_VERSION (its scheduler and controller manager)"
+  "$helm" upgrade --install volcano "$src/installer/helm/chart/volcano" --namespace "$namespace" \
+    --create-namespace --set basic.image_registry="$registry" --set basic.image_tag_version="$tag" \
+    --set basic.image_pull_policy=IfNotPresent --set custom.admission_enable=false --wait=false >/dev/null
+  k -n "$namespace" rollout status deployment/volcano-scheduler --timeout=5m
+  k -n "$namespace" rollout status deployment/volcano-controllers --timeout=5m
+  if ! k wait --for=create queue.scheduling.volcano.sh/default --timeout=2m >/dev/null; then
+    on_failure
+    die "Volcano's scheduler did not create the default queue ($kubectl -n $namespace logs deployment/volcano-scheduler)"
+  fi
+  restart_manager_if_needed podgroups.scheduling.volcano.sh
+  say "Volcano is serving ($((SECONDS - start)) s)"
+}
+[[ $volcano == 0 ]] || install_volcano
 
 # 6. The Trainer, as a user installs it.
 uninstall_trainer() {
@@ -364,7 +428,7 @@ current_install() {
 run_suite() {  # run_suite PYTEST-ARGS...
   cd "$repo"
   E2E_CLUSTER=kind KUBECONFIG="$kubeconfig" E2E_INSTALL=$(current_install) WORKLOAD_IMAGE="$WORKLOAD_IMAGE" \
-    PROMETHEUS_IMAGE="$PROMETHEUS_IMAGE" "$python" -m pytest test/e2e "$@"
+    PROMETHEUS_IMAGE="$PROMETHEUS_IMAGE" E2E_VOLCANO=$volcano "$python" -m pytest test/e2e "$@"
 }
 
 if [[ $action == ci ]]; then
@@ -412,6 +476,7 @@ if [[ $action == up ]]; then
   echo "export E2E_CLUSTER=kind" >&3
   echo "export WORKLOAD_IMAGE=$WORKLOAD_IMAGE" >&3
   echo "export PROMETHEUS_IMAGE=$PROMETHEUS_IMAGE" >&3
+  echo "export E2E_VOLCANO=$volcano" >&3
   exit 0
 fi
 

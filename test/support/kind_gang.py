@@ -150,27 +150,40 @@ def bound(pod: Any) -> bool:
     return bool(pod.spec.node_name)
 
 
-def unschedulable(pod: Any) -> bool:
-    """The scheduler tried the Pod and said it cannot be placed now (PodScheduled False, Unschedulable)."""
+def unschedulable(pod: Any, reasons: frozenset[str] = frozenset({"Unschedulable"})) -> bool:
+    """The scheduler tried the Pod and did not bind it (PodScheduled False, for one of ``reasons``:
+    kube-scheduler says Unschedulable; Volcano says Schedulable of a Pod that found a node while its gang
+    did not)."""
     return any(
-        c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+        c.type == "PodScheduled" and c.status == "False" and c.reason in reasons
         for c in pod.status.conditions or []
     )
 
 
-def reports(e2e_cluster: Any, namespace: str, pod: str) -> list[Report]:
-    """The scheduling events about the Pod ``pod`` (FailedScheduling, Scheduled), oldest first.
+SCHEDULING_REASONS = frozenset({"FailedScheduling", "Scheduled"})
+
+
+def reports(
+    e2e_cluster: Any,
+    namespace: str,
+    name: str,
+    *,
+    kind: str = "Pod",
+    reasons: frozenset[str] = SCHEDULING_REASONS,
+) -> list[Report]:
+    """The events about the object ``kind``/``name`` for ``reasons`` (by default a Pod's scheduling events,
+    FailedScheduling and Scheduled), oldest first.
 
     Read as JSON: the client's model of an events.k8s.io Event refuses one without ``eventTime``, which
-    events recorded through the core API (the kubelet's) lack."""
+    events recorded through the core API (the kubelet's, Volcano's) lack."""
     events = kubernetes.client.EventsV1Api(e2e_cluster.api)
     raw: Any = events.list_namespaced_event(namespace, _preload_content=False)
     found = []
     for event in json.loads(raw.data)["items"]:
         regarding = event.get("regarding") or {}
-        if regarding.get("kind") != "Pod" or regarding.get("name") != pod:
+        if regarding.get("kind") != kind or regarding.get("name") != name:
             continue
-        if event.get("reason") not in {"FailedScheduling", "Scheduled"}:
+        if event.get("reason") not in reasons:
             continue
         when = (
             event.get("eventTime")

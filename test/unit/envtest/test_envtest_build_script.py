@@ -152,8 +152,11 @@ def test_a_build_fills_each_versioned_directory_atomically(fake_bin: Path, tmp_p
     cache = tmp_path / "fresh-cache"
     done = _run(fake_bin, cache)
     assert done.returncode == 0, done.stderr
+    # Every directory it prints, but Volcano's: that component is built only when named.
     assert sorted(p.name for p in (cache / "bin").iterdir()) == sorted(
-        line.split("=", 1)[1].rsplit("/", 1)[1] for line in done.stdout.splitlines()
+        line.split("=", 1)[1].rsplit("/", 1)[1]
+        for line in done.stdout.splitlines()
+        if not line.startswith("VOLCANO_BIN=")
     )
 
 
