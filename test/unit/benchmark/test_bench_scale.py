@@ -218,6 +218,31 @@ def test_the_table_has_a_row_per_measured_figure_with_the_ratio() -> None:
     assert "0.50x" in text
 
 
+def test_another_set_ups_rows_follow_the_defaults_prefixed_with_it_and_cache_sizes_are_rows() -> None:
+    scenarios = {
+        "burst": {"ours": {"trainjobs": 10, "wall_s": 1.0}, "upstream": {"trainjobs": 10, "wall_s": 2.0}},
+        "scale@no-podgroup-crds": {
+            "ours": {
+                "trainjobs": 10,
+                "rss_idle_mib": 100.0,
+                "cache": {"JobSet": {"stripped_bytes": 7000.0, "transformed_bytes": 1300.0}},
+            },
+            "upstream": {"trainjobs": 10, "rss_idle_mib": 200.0},
+        },
+    }
+    rows = report.table_rows(scenarios)
+    assert rows == [
+        ("burst of 10: all JobSets (s)", "1.00", "2.00", "0.50x"),
+        ("[no-podgroup-crds] scale 10: RSS after 130 s idle (MiB)", "100", "200", "0.50x"),
+        (
+            "[no-podgroup-crds] scale: cache bytes per JobSet, managedFields stripped → transformed",
+            "7000 → 1300",
+            "",
+            "",
+        ),
+    ]
+
+
 def test_results_json_keeps_number_lists_on_one_line_and_has_no_nan() -> None:
     text = report.dump_json(
         {"a": [1.5, 2, math.nan], "b": {"c": 1.123456789}, "d": ["x", "y"], "e": Path("/p")}
