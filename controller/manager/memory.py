@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -48,6 +49,7 @@ DEFAULT_ARENAS = 2
 DEFAULT_TRIM_PERIOD = 60.0
 
 
+@functools.cache  # find_library runs `ldconfig -p`: once per process, not once per trim
 def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     try:
