@@ -686,17 +686,23 @@ class Reflector:
                 self._paginated_result = True
             self._set_unavailable(False)
             self._store.replace(items, list_rv)
-        self._set_last_sync_resource_version(list_rv)
+        self._record_synced("informer.listed", rv, list_rv, len(items), start)
+        return True
+
+    def _record_synced(
+        self, event: str, requested: str, resource_version: str, count: int, start: float
+    ) -> None:
+        """After a list or a stream filled the store: its RV is the last synced one; log how it went."""
+        self._set_last_sync_resource_version(resource_version)
         self._has_listed = True
         log.info(
-            "informer.listed",
+            event,
             informer=self.name,
-            requested_resource_version=rv,
-            resource_version=list_rv,
-            count=len(items),
+            requested_resource_version=requested,
+            resource_version=resource_version,
+            count=count,
             duration_s=round(self._clock.monotonic() - start, 6),
         )
-        return True
 
     def _pager_list(self, resource_version: str, page_size: int) -> tuple[list[Any], str, bool]:
         """tools/pager ``ListPager.List`` with ``FullListIfExpired``: (items, list RV, came back in pages)."""
@@ -800,16 +806,7 @@ class Reflector:
             except BaseException:
                 w.stop()
                 raise
-        self._set_last_sync_resource_version(synced_rv)
-        self._has_listed = True
-        log.info(
-            "informer.streamed",
-            informer=self.name,
-            requested_resource_version=requested,
-            resource_version=synced_rv,
-            count=len(temporary_store),
-            duration_s=round(self._clock.monotonic() - start_all, 6),
-        )
+        self._record_synced("informer.streamed", requested, synced_rv, len(temporary_store), start_all)
         return w
 
     def _watch_list_retriable(self, err: BaseException, stop_event: threading.Event) -> bool:
