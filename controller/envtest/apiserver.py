@@ -188,6 +188,11 @@ class APIServer:
     def running(self) -> bool:
         return self._process is not None and self._process.running()
 
+    @property
+    def pid(self) -> int | None:
+        """The process's id while it runs (for ``/proc`` readers: CPU and memory in benchmarks)."""
+        return self._process.pid if self._process is not None and self._process.running() else None
+
     def ready(self) -> bool:
         """True if ``GET /readyz`` answers 200; False while unreachable or not ready."""
         try:

@@ -230,6 +230,12 @@ class ControlPlane:
         return self._running_apiserver().url
 
     @property
+    def pids(self) -> dict[str, int]:
+        """The running processes' ids by name (``etcd``, ``kube-apiserver``), for ``/proc`` readers."""
+        found = {"etcd": self._etcd, "kube-apiserver": self._apiserver}
+        return {name: pid for name, process in found.items() if process and (pid := process.pid) is not None}
+
+    @property
     def etcd_url(self) -> str:
         if self._etcd is None:
             raise RuntimeError("the control plane has not been started")

@@ -98,6 +98,11 @@ class Etcd:
     def running(self) -> bool:
         return self._process is not None and self._process.running()
 
+    @property
+    def pid(self) -> int | None:
+        """The process's id while it runs (for ``/proc`` readers: CPU and memory in benchmarks)."""
+        return self._process.pid if self._process is not None and self._process.running() else None
+
     def healthy(self) -> bool:
         """True if ``GET /health`` says so; False while etcd is unreachable or unhealthy."""
         try:

@@ -130,11 +130,15 @@ def run_burst(
         api_before, own_before = session.apiserver_counts(), session.own_snapshot()
         samples_before = manager_samples(handle)
         cpu_before = cpu_seconds(handle.pid)
+        plane_before = {name: cpu_seconds(pid) for name, pid in session.plane.pids.items()}
         with profiled(handle.pid, profile):
             start = time.monotonic()
             create_all(session, [trainjob(name) for name in names])
             created = time.monotonic()
             complete = jobsets.wait_for(names, timeout=max(600.0, n))
+            window = time.monotonic() - start
+            cpu_done = cpu_seconds(handle.pid)
+            plane_after = {name: cpu_seconds(pid) for name, pid in session.plane.pids.items()}
         seen = jobsets.times(names)
         last = max(seen.values()) if seen else math.nan
         wait_settled(handle)
@@ -174,6 +178,12 @@ def run_burst(
         - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
         "cpu_s": cpu_after - cpu_before,
         "cpu_s_per_trainjob": (cpu_after - cpu_before) / n,
+        # Cores each process kept busy from the first create until the last JobSet was seen: on a 2-core
+        # machine a sum near 2 means the machine, not a limiter, bounded the burst.
+        "cores": {
+            "manager": (cpu_done - cpu_before) / window,
+            **{name: (plane_after[name] - plane_before[name]) / window for name in plane_before},
+        },
         "rss_mib": rss_mib(handle.pid),
         "load_before": load_before,
         "load_after": load_average(),
@@ -182,7 +192,8 @@ def run_burst(
         f"  {which}: {len(seen)}/{n} JobSets in {result['wall_s']:.2f} s, "
         f"{requests.writes / n:.2f} writes and {requests.reads / n:.2f} reads per TrainJob, "
         f"{result['reconcile_errors']:.0f} reconcile errors, "
-        f"CPU {result['cpu_s']:.2f} s"
+        f"CPU {result['cpu_s']:.2f} s; cores busy: "
+        + ", ".join(f"{name} {cores:.2f}" for name, cores in result["cores"].items())
     )
     if idle_s:
         result["idle"] = run_idle(session, handle, idle_s)

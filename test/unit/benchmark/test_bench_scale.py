@@ -191,10 +191,16 @@ def test_targets_compare_ours_with_upstream_and_say_what_was_not_measured() -> N
     scenarios = {
         "burst": {
             "ours": {"wall_s": 18.0, "requests": {"writes_per_trainjob": 2.0}, "reconcile_errors": 0,
-                     "idle": {"writes": 0}},
-            "upstream": {"wall_s": 20.0, "requests": {"writes_per_trainjob": 2.0}},
+                     "idle": {"writes": 0}, "cpu_s_per_trainjob": 0.003},
+            "upstream": {"wall_s": 20.0, "requests": {"writes_per_trainjob": 2.0}, "cpu_s_per_trainjob": 0.004},
         },
-        "scale": {"ours": {"rss_mib": 200.0}, "upstream": {"rss_mib": 240.0}},
+        "scale": {
+            "ours": {"rss_mib": 140.0, "rss_idle_mib": 120.0, "restart": {"rss_mib": 150.0}},
+            "upstream": {"rss_idle_mib": 250.0, "restart": {"rss_mib": 250.0}},
+        },
+        "burst-lifted@no-podgroup-crds": {
+            "ours": {"throughput_per_s": 110.0}, "upstream": {"throughput_per_s": 50.0},
+        },
     }  # fmt: skip
     verdicts = {t.name: t for t in report.evaluate_targets(scenarios)}
     assert verdicts["burst wall time (shared limiter)"].met is True
@@ -202,9 +208,21 @@ def test_targets_compare_ours_with_upstream_and_say_what_was_not_measured() -> N
     assert verdicts["API writes per TrainJob (burst)"].met is True
     assert verdicts["reconcile errors in a burst (ours)"].met is True
     assert verdicts["idle writes (ours)"].met is True
-    assert verdicts["RSS at scale"].met is False  # 0.83x, the target is 0.75x
+    assert verdicts["manager CPU per TrainJob (burst)"].met is False  # 0.75x, the target is 0.6x
+    assert verdicts["RSS at scale, after idle"].met is True  # 0.48x
+    assert verdicts["RSS right after the restart"].met is False  # 0.60x
+    assert verdicts["restart RSS above settled (ours)"].measured == "10.00 MiB"
+    assert verdicts["restart RSS above settled (ours)"].met is False
+    assert verdicts["lifted burst throughput [no-podgroup-crds]"].met is True  # 2.2x
+    assert "burst wall time (shared limiter) [no-podgroup-crds]" in verdicts  # the set-up was measured
     assert verdicts["steady 20/s p99 latency"].met is None
     assert verdicts["steady 20/s p99 latency"].measured == "n/a"
+
+
+def test_targets_of_a_set_up_not_measured_are_left_out() -> None:
+    names = {t.name for t in report.evaluate_targets({"burst": {"ours": {"wall_s": 1.0}}})}
+    assert "burst wall time (shared limiter)" in names
+    assert not any("no-podgroup-crds" in name for name in names)
 
 
 def test_the_table_has_a_row_per_measured_figure_with_the_ratio() -> None:
