@@ -94,6 +94,7 @@ from runtime.core.snapshot import (
     get_snapshot,
     is_owned_by,
     read_snapshot,
+    preload_runtime_schema,
     runtime_type_errors,
     snapshot_name,
     snapshot_text,
@@ -494,6 +495,7 @@ class RuntimeRegistry(Mapping[str, Runtime]):
     ) -> None:
         self.framework = framework
         self._runtimes = {kind.key: Runtime(kind, framework) for kind in kinds}
+        preload_runtime_schema()
 
     def __getitem__(self, key: str) -> Runtime:
         return self._runtimes[key]

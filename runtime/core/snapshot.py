@@ -75,6 +75,7 @@ __all__ = [
     "build_snapshot",
     "get_snapshot",
     "is_owned_by",
+    "preload_runtime_schema",
     "read_snapshot",
     "runtime_type_errors",
     "snapshot_name",
@@ -221,6 +222,13 @@ def _controller_uid(obj: Mapping[str, Any]) -> str | None:
         if isinstance(ref, dict) and ref.get("controller") is True:
             return str(ref.get("uid", ""))
     return None
+
+
+def preload_runtime_schema() -> None:
+    """Read the runtime CRD's schema now (~50 ms of YAML), so that no reconcile or admission pays for it:
+    `functools.cache` does not make concurrent first callers wait for one another, so the first burst of
+    TrainJobs had every worker parse it at once."""
+    _runtime_schema()
 
 
 @functools.cache

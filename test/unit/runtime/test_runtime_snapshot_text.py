@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +57,25 @@ def test_managed_fields_are_left_out(make: Make) -> None:
     text = build_snapshot(make.trainjob(), runtime, case["kind"])["data"][constants.RUNTIME_SNAPSHOT_KEY]
     assert text == case["yaml"]
     assert "managedFields" not in kubeyaml.load(text)["metadata"]
+
+
+def test_a_registry_reads_the_runtime_schema_once_when_it_is_made_not_on_the_first_reconciles() -> None:
+    # A fresh interpreter: this process may have read the schema already. Before, five workers reconciling
+    # the first TrainJobs at once each parsed the CRD (`functools.cache` does not make them wait).
+    program = (
+        "from runtime.core import RuntimeRegistry\n"
+        "from runtime.core import snapshot\n"
+        "from runtime.framework import Framework\n"
+        "from runtime.plugins import builtin_registry\n"
+        "assert snapshot._runtime_schema.cache_info().currsize == 0\n"
+        "RuntimeRegistry(Framework(builtin_registry()))\n"
+        "print(snapshot._runtime_schema.cache_info().currsize)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert done.stdout.strip() == "1"
