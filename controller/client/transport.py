@@ -16,10 +16,12 @@ What it does:
 - **Derived transports.** :meth:`Transport.with_options` gives a transport with other timeouts or another
   pool size on the same loaded configuration (and refresh lock): nothing is loaded twice, and one refresh
   serves both (the manager's leader-election client).
-- **One connection pool**, urllib3's, sized explicitly by the caller (``pool_size``: open watches + workers
-  + slack; each open watch holds a connection for its whole life). TCP keepalive as client-go dials
-  (30 s idle, 15 s probes) and ``TCP_NODELAY``. A loopback server never goes through an environment proxy,
-  as Go's ``ProxyFromEnvironment`` never proxies loopback.
+- **Two connection pools, one per kind of request**, each sized by the caller's ``pool_size`` (open
+  watches + workers + slack; each open watch holds a connection for its whole life): watches over urllib3's
+  pool; whole-answer requests over libcurl's handles (``controller.client.curl``: a third of the client CPU
+  per request) whenever the loaded configuration needs nothing that path lacks, else over urllib3 too. TCP
+  keepalive as client-go dials (30 s idle, 15 s probes) and ``TCP_NODELAY`` on both. A loopback server never
+  goes through an environment proxy, as Go's ``ProxyFromEnvironment`` never proxies loopback.
 - **Raw requests**: method, path, query, body bytes, content type, (connect, read) timeout. The answer is
   status, headers and body bytes, or for a watch an open :class:`Stream` of raw chunks. No generated models,
   no JSON here: bodies are bytes both ways.
@@ -34,11 +36,11 @@ serialised twice), and it adds client-go-style retries we implement, with metric
 same two pieces it is built on instead: the auth settings of the ``Configuration`` and the ``ApiClient``'s
 urllib3 pool manager (so proxy, SNI, CA data and client certificates are configured by the official code).
 
-Retries here: urllib3 retries a failed connect up to twice, and a broken read (a stale keep-alive
-connection) only for idempotent methods (GET, PUT, DELETE, HEAD); never a read timeout, never a status
-code. Retry-After handling lives in ``controller.client.client``.
+Retries here (both paths alike): a failed connect is retried up to twice, and a broken read (a stale
+keep-alive connection) only for idempotent methods (GET, PUT, DELETE, HEAD); never a read timeout, never a
+status code. Retry-After handling lives in ``controller.client.client``.
 
-Deliberately missing: HTTP/2 and its health pings (urllib3 speaks HTTP/1.1; a read timeout on every watch
+Deliberately missing: HTTP/2 and its health pings (both paths speak HTTP/1.1; a read timeout on every watch
 stands in for the pings), rotating *client certificates* from exec plugins (the TLS context is built once),
 protobuf, and sharing a transport across ``fork()``.
 """
@@ -61,6 +63,7 @@ import urllib3.connectionpool
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from controller.client.curl import CurlPool, supports
 from controller.client.errors import (
     ConfigError,
     ConnectionFailed,
@@ -202,6 +205,13 @@ class Transport:
         self._configuration = configuration
         self._api_client = k8s_client.ApiClient(configuration)
         self._pool: urllib3.PoolManager = self._api_client.rest_client.pool_manager
+        # Whole-answer requests go over libcurl when the configuration needs nothing it lacks (much less
+        # client CPU per request: controller.client.curl); watches, and any other configuration, urllib3.
+        self._curl: CurlPool | None = (
+            CurlPool.for_configuration(configuration, size=pool_size, connect_timeout=connect_timeout)
+            if supports(configuration)
+            else None
+        )
         # Guards auth_settings(), whose refresh hook rewrites the configuration (shared by with_options).
         self._auth_lock = threading.Lock()
         self.server: str = configuration.host.rstrip("/")
@@ -368,6 +378,16 @@ class Transport:
         """Send one request and read the whole answer. Failure statuses are returned, not raised."""
         if read_timeout is None:
             read_timeout = self.read_timeout
+        if self._curl is not None:
+            status, headers, answer = self._curl.request(
+                method,
+                self._url(path, query),
+                self._headers(content_type if body is not None else None),
+                body,
+                read_timeout=read_timeout,
+                what=f"{method} {path}",
+            )
+            return Response(status=status, headers=headers, body=answer)
         response = self._send(
             method,
             path,
@@ -390,6 +410,8 @@ class Transport:
     def close(self) -> None:
         """Close every pooled connection. Streams still open keep theirs until they are closed."""
         self._api_client.close()  # type: ignore[no-untyped-call]
+        if self._curl is not None:
+            self._curl.close()
 
     def __repr__(self) -> str:
         return f"Transport(server={self.server!r}, pool_size={self.pool_size})"

@@ -192,7 +192,8 @@ def test_targets_compare_ours_with_upstream_and_say_what_was_not_measured() -> N
         "burst": {
             "ours": {"wall_s": 18.0, "requests": {"writes_per_trainjob": 2.0}, "reconcile_errors": 0,
                      "idle": {"writes": 0}, "cpu_s_per_trainjob": 0.003},
-            "upstream": {"wall_s": 20.0, "requests": {"writes_per_trainjob": 2.0}, "cpu_s_per_trainjob": 0.004},
+            "upstream": {"wall_s": 20.0, "requests": {"writes_per_trainjob": 2.0},
+                         "cpu_s_per_trainjob": 0.004},
         },
         "scale": {
             "ours": {"rss_mib": 140.0, "rss_idle_mib": 120.0, "restart": {"rss_mib": 150.0}},
