@@ -315,24 +315,40 @@ def copy_json(value: Any) -> Any:
 
     Dicts and lists are copied, every other value is shared (strings, numbers, booleans and None are
     immutable). It takes any keys and any integers (the schema check reports those), NaN and infinities
-    (kept as they are), and any depth (it walks with a stack, not by recursion). On objects of a few KiB it
-    is as fast as an orjson round trip, which would turn NaN into null and refuse the rest.
+    (kept as they are), and any depth (it walks with a stack, not by recursion). Keys keep their order. On
+    objects of a few KiB it is as fast as an orjson round trip, which would turn NaN into null and refuse the
+    rest; a build copies its runtime's templates several times, so each step here is a plain loop with one
+    type test per value.
     """
-    if not isinstance(value, (dict, list)):
+    if isinstance(value, dict):
+        root: Any = {}
+    elif isinstance(value, list):
+        root = []
+    else:
         return value
-    root: Any = {} if isinstance(value, dict) else []
     stack: list[tuple[Any, Any]] = [(value, root)]
+    push, pop = stack.append, stack.pop
     while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, item in items:
-            if isinstance(item, (dict, list)):
-                copied: Any = {} if isinstance(item, dict) else []
-                stack.append((item, copied))
-            else:
-                copied = item
-            if isinstance(target, dict):
-                target[key] = copied
-            else:
-                target.append(copied)
+        source, target = pop()
+        if isinstance(target, dict):
+            for key, item in source.items():
+                if isinstance(item, dict):
+                    target[key] = copied = {}
+                    push((item, copied))
+                elif isinstance(item, list):
+                    target[key] = copied = []
+                    push((item, copied))
+                else:
+                    target[key] = item
+        else:
+            append = target.append
+            for item in source:
+                if isinstance(item, dict):
+                    append(copied := {})
+                    push((item, copied))
+                elif isinstance(item, list):
+                    append(copied := [])
+                    push((item, copied))
+                else:
+                    append(item)
     return root
