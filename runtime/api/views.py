@@ -328,6 +328,7 @@ def copy_json(value: Any) -> Any:
         return value
     stack: list[tuple[Any, Any]] = [(value, root)]
     push, pop = stack.append, stack.pop
+    copied: Any
     while stack:
         source, target = pop()
         if isinstance(target, dict):
