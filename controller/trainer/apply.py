@@ -35,6 +35,15 @@ Guarantees:
   whose cache holds only labelled objects).
 - `started(owner)`: this process has begun writing for a TrainJob (an apply attempted, whatever its outcome),
   until `forget`. The reconciler trusts cache misses only for a TrainJob nothing has begun writing for.
+- `is_own_write(obj)`: `obj` is the object the last apply to it returned (same `resourceVersion`), seen for
+  the first time; the answer is True once per reply. The watch event an apply causes carries that object,
+  and the reconcile that applied it has already read it (`AppliedObjects.get` answers with the reply), so
+  reconciling the TrainJob again for that event would compute the same objects and the same status: the
+  controller drops such events (a predicate on the kinds it owns). Every other event passes: a change by
+  anyone else has another `resourceVersion`, a relist or resync replays an object already seen once, and
+  an event that arrives before the reply is recorded is reconciled as before. A reconcile that failed after
+  its apply is retried by its error, not by the event. Memory: one `resourceVersion` per apply until its
+  event is seen (or the TrainJob is forgotten).
 
 Deliberately missing: reading `managedFields` to skip the first apply after a restart (the cache strips
 them to save memory), and any client-side merge: the API server is the only merger.
@@ -115,7 +124,7 @@ class Applier:
     Thread-safe: workers of one controller never share a TrainJob, but they share this record.
     """
 
-    __slots__ = ("_bodies", "_field_manager", "_lock", "_writer")
+    __slots__ = ("_bodies", "_field_manager", "_lock", "_replies", "_writer")
 
     def __init__(self, writer: Writer, *, field_manager: str) -> None:
         self._writer = writer
@@ -123,6 +132,8 @@ class Applier:
         self._lock = threading.Lock()
         # (namespace, trainjob) → object key → digest of the body last applied. Guarded by _lock.
         self._bodies: dict[Owner, dict[ObjectKey, bytes]] = {}
+        # object key → resourceVersion of the last apply's reply, until its event is seen. Guarded by _lock.
+        self._replies: dict[ObjectKey, str] = {}
 
     def for_reconcile(self, owner: Owner, reader: Reader) -> AppliedObjects:
         """The applies of one reconcile of `owner`, reading through `reader`."""
@@ -143,7 +154,21 @@ class Applier:
     def forget(self, owner: Owner) -> None:
         """Drop everything remembered for a TrainJob (it is gone, or finished)."""
         with self._lock:
-            self._bodies.pop(owner, None)
+            for key in self._bodies.pop(owner, {}):
+                self._replies.pop(key, None)
+
+    def is_own_write(self, obj: Mapping[str, Any]) -> bool:
+        """Whether `obj` is the reply of the last apply to it, seen for the first time (see the module
+        docstring); True once per reply."""
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if not version:
+            return False
+        key = object_key(obj)
+        with self._lock:
+            if self._replies.get(key) != version:
+                return False
+            del self._replies[key]
+        return True
 
     def _start(self, owner: Owner) -> None:
         with self._lock:
@@ -157,8 +182,12 @@ class Applier:
         """Server-side apply `body` and remember its digest; the API server's reply."""
         result = self._writer.apply(body, self._field_manager, force=True)
         digest = _digest(body)
+        key = object_key(body)
+        version = (result.get("metadata") or {}).get("resourceVersion")
         with self._lock:
-            self._bodies.setdefault(owner, {})[object_key(body)] = digest
+            self._bodies.setdefault(owner, {})[key] = digest
+            if isinstance(version, str) and version:
+                self._replies[key] = version
         return result
 
     def __len__(self) -> int:

@@ -50,6 +50,7 @@ from controller.controller.builder import ControllerBuilder
 from controller.controller.predicate import Funcs
 from controller.controller.reconcile import Request
 from controller.manager.manager import Manager
+from controller.trainer.apply import Applier
 from controller.trainer.cache_transforms import CacheTransforms
 from controller.trainer.config import Configuration, ConfigurationError
 from controller.trainer.indexers import register_indexes, trainjobs_for_runtime
@@ -62,6 +63,7 @@ from controller.trainer.runtime_controller import (
     RuntimeFinalizerReconciler,
 )
 from controller.trainer.trainjob_controller import CONTROLLER_NAME, RECORDER_NAME, TrainJobReconciler
+from runtime.api import constants
 from runtime.api.views import TrainJobView
 from runtime.core import RuntimeRegistry
 from runtime.framework import (
@@ -252,6 +254,7 @@ def setup_with_manager(
     # their own, so a burst's snapshot look-ups do not halve the rate of its snapshot applies.
     reader = CacheReader(cache, manager.api_reader, cached=cached, narrowed=narrowed)
 
+    applier = Applier(manager.client, field_manager=constants.FIELD_MANAGER)
     reconciler = TrainJobReconciler(
         cache=cache,
         client=manager.client,
@@ -260,13 +263,19 @@ def setup_with_manager(
         recorder=manager.get_event_recorder(RECORDER_NAME),
         clock=manager.clock,
         new_owner_reader=reader.trusting_misses,
+        applier=applier,
+    )
+    # The event each apply causes is dropped: the reconcile that applied the object has read its reply.
+    not_own_write = Funcs(
+        create_fn=lambda event: not applier.is_own_write(event.object),
+        update_fn=lambda event: not applier.is_own_write(event.object_new),
     )
     builder = ControllerBuilder(manager).named(CONTROLLER_NAME).for_(TRAINJOB)
     owned: set[GVK] = set()
     for gvk, watch in active:
         if watch.map_to_trainjobs is None:
             if gvk not in owned:
-                builder.owns(gvk)
+                builder.owns(gvk, not_own_write)
                 owned.add(gvk)
         else:
             builder.watches(gvk, _map_to_requests(watch, reader))

@@ -19,6 +19,7 @@ stored object), admission, watches and the cache's lag (the cache is the store i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,6 +76,7 @@ class FakeCluster:
         self.fail_apply: Exception | None = None
         self.fail_deletes: list[Exception] = []
         """The next deletes raise these, in order (one each), and delete nothing."""
+        self._versions = itertools.count(1)
 
     @property
     def reads(self) -> int:
@@ -94,7 +96,12 @@ class FakeCluster:
         self.writes.append(("apply", obj["kind"], obj["metadata"]["name"]))
         if self.fail_apply is not None:
             raise self.fail_apply
-        stored = {**obj, "metadata": {**obj["metadata"], "uid": "uid-" + obj["metadata"]["name"]}}
+        metadata = {
+            **obj["metadata"],
+            "uid": "uid-" + obj["metadata"]["name"],
+            "resourceVersion": str(next(self._versions)),  # a new one per write, as the API server's
+        }
+        stored = {**obj, "metadata": metadata}
         self.reader.add(stored)
         return stored
 

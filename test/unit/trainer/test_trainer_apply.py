@@ -114,3 +114,20 @@ def test_applied_objects_answer_before_the_cache_has_seen_them() -> None:
     applied = server.reader.get(JOBSET.api_version, "JobSet", "a", "ns")  # what the apply returned
     assert overlay.get(JOBSET.api_version, "JobSet", "a", "ns") is applied
     assert overlay.get(JOBSET.api_version, "JobSet", "a", "other") is None
+
+
+def test_the_object_an_apply_returned_is_an_own_write_once_and_no_other_version_is() -> None:
+    server = FakeCluster()
+    applier = Applier(server, field_manager="trainer")
+    owner = ("ns", "tj")
+    recorded(applier, owner, BODY)
+    reply = server.reader.get("v1", "ConfigMap", "x", "ns")
+    assert reply is not None and reply["metadata"].get("resourceVersion")
+    changed = {**reply, "metadata": {**reply["metadata"], "resourceVersion": "another"}}
+    assert not applier.is_own_write(changed)  # someone else's write: reconciled
+    assert applier.is_own_write(reply)  # the event the apply caused: dropped
+    assert not applier.is_own_write(reply)  # a relist or resync replaying it: reconciled
+    recorded(applier, owner, {**BODY, "data": {"k": "again"}})
+    again = server.reader.get("v1", "ConfigMap", "x", "ns")
+    applier.forget(owner)
+    assert not applier.is_own_write(again)  # nothing is remembered for a forgotten TrainJob
