@@ -11,6 +11,7 @@ runtime-patch immutability check (Go's `equality.Semantic.DeepEqual`).
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from runtime.api import gojson
 from runtime.api.gojson import (
     RESOURCE_REQUIREMENTS,
     RUNTIME_PATCH_SPEC,
@@ -472,3 +474,54 @@ def test_the_quantity_memo_keeps_no_long_text() -> None:
     written = go_json_resource_requirements({"limits": {"cpu": long_text, "memory": "1Gi"}})
     assert written["limits"]["memory"] == "1Gi"
     assert gojson._canonical_quantity.cache_info().currsize == 1  # "1Gi" only
+
+
+@pytest.fixture
+def unbuilt_nodes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The type nodes as in a fresh process: none built yet (restored afterwards)."""
+    monkeypatch.setattr(gojson, "_STRUCTS", {})
+    monkeypatch.setattr(gojson, "_prepared", False)
+    gojson._node.cache_clear()
+    yield
+    gojson._node.cache_clear()
+
+
+def test_a_thread_that_asks_while_another_builds_the_nodes_waits_for_complete_ones(
+    unbuilt_nodes: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first caller is stopped inside the build, after the first struct node is linked and before its
+    # fields are filled; a second caller asks meanwhile. It must wait and get the runtime whole: before the
+    # build lock, it got the half-built node and encoded the runtime as {} (the snapshot then held no runtime
+    # and its TrainJob failed for good).
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "mpi", "namespace": "ns"},
+        "spec": {"mlPolicy": {"numNodes": 1}},
+    }
+    building, second_done = threading.Event(), threading.Event()
+    flatten = gojson._flatten
+
+    def paused_flatten(name: str, structs: Any) -> Any:
+        if not building.is_set():
+            building.set()
+            # With the lock, the second caller blocks until this build ends: the wait runs out.
+            second_done.wait(timeout=0.2)
+        return flatten(name, structs)
+
+    monkeypatch.setattr(gojson, "_flatten", paused_flatten)
+    results: dict[str, Any] = {}
+
+    def second() -> None:
+        building.wait(timeout=10)
+        results["second"] = go_json_training_runtime(runtime)
+        second_done.set()
+
+    thread = threading.Thread(target=second, name="gojson-second-caller")
+    thread.start()
+    results["first"] = go_json_training_runtime(runtime)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    for caller in ("first", "second"):
+        assert results[caller]["metadata"]["name"] == "mpi", (caller, results[caller])
+        assert results[caller]["spec"]["mlPolicy"]["numNodes"] == 1, (caller, results[caller])
