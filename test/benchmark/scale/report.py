@@ -260,22 +260,10 @@ def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
     admission = scenarios.get("admission", {})
     rate = next((admission[c]["paced"]["rate_per_s"] for c in CONTROLLERS if c in admission), None)
     n = next((admission[c]["burst"]["trainjobs"] for c in CONTROLLERS if c in admission), None)
-    for q in ("p50", "p99"):
-        row(
-            f"admission, {rate} creates/s: create {q} (ms)",
-            ("paced", "create_latency_s", q),
-            "admission",
-            digits=1,
-            scale=1000,
-        )
-    for q in ("p50", "p99"):
-        row(
-            f"admission, burst of {n}: create {q} (ms)",
-            ("burst", "create_latency_s", q),
-            "admission",
-            digits=1,
-            scale=1000,
-        )
+    for phase, what in (("paced", f"{rate} creates/s"), ("burst", f"burst of {n}")):
+        for q in ("p50", "p99"):
+            label = f"admission, {what}: create {q} (ms)"
+            row(label, (phase, "create_latency_s", q), "admission", digits=1, scale=1000)
     row(f"admission, burst of {n}: all JobSets (s)", ("burst", "wall_s"), "admission")
     scale = scenarios.get("scale", {})
     n = next((scale[c]["trainjobs"] for c in CONTROLLERS if c in scale), None)
@@ -335,13 +323,8 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(bursts), figsize=(6 * len(bursts), 4), squeeze=False)
         for ax, (name, runs) in zip(axes[0], bursts, strict=True):
             for controller, run in runs.items():
-                times = run["jobset_seen_s"]
-                ax.step(
-                    times,
-                    range(1, len(times) + 1),
-                    where="post",
-                    label=f"{controller} ({run['wall_s']:.1f} s)",
-                    color=colours.get(controller),
+                _arrivals(
+                    ax, run["jobset_seen_s"], f"{controller} ({run['wall_s']:.1f} s)", colours.get(controller)
                 )
             limit = "QPS 50 / burst 100" if name == "burst" else "limiters lifted"
             ax.set_title(f"{name}: JobSets existing ({limit})")
@@ -359,14 +342,9 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4), squeeze=False)
         for ax, rate in zip(axes[0], rates, strict=True):
             for controller, runs in steady.items():
-                values = runs.get(str(rate), {}).get("latencies_s") or []
-                if values:
-                    ax.plot(
-                        [v * 1000 for v in values],
-                        [i / len(values) for i in range(1, len(values) + 1)],
-                        label=controller,
-                        color=colours.get(controller),
-                    )
+                _cdf_ms(
+                    ax, runs.get(str(rate), {}).get("latencies_s") or [], controller, colours.get(controller)
+                )
             ax.set_xscale("log")
             ax.set_title(f"steady {rate} creates/s: TrainJob → JobSet latency")
             ax.set_xlabel("ms (log scale)")
@@ -410,6 +388,18 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
     return written
 
 
+def _cdf_ms(ax: Any, values: Sequence[float], label: str, colour: str | None) -> None:
+    """The distribution of ``values`` (sorted seconds) as a CDF over milliseconds; nothing when empty."""
+    if values:
+        fractions = [i / len(values) for i in range(1, len(values) + 1)]
+        ax.plot([v * 1000 for v in values], fractions, label=label, color=colour)
+
+
+def _arrivals(ax: Any, times: Sequence[float], label: str, colour: str | None) -> None:
+    """How many objects existed over time, from their sorted arrival times."""
+    ax.step(times, range(1, len(times) + 1), where="post", label=label, color=colour)
+
+
 def _plot_admission(plt: Any, runs: Mapping[str, Any], path: Path, colours: Mapping[str, str]) -> Path:
     """Create-request latency (CDFs, open-loop and burst) and the burst's JobSets over time, with the
     TrainJob webhooks registered."""
@@ -417,13 +407,7 @@ def _plot_admission(plt: Any, runs: Mapping[str, Any], path: Path, colours: Mapp
     for ax, phase in zip(axes[0][:2], ("paced", "burst"), strict=True):
         for controller, run in runs.items():
             values = (run.get(phase) or {}).get("create_latencies_s") or []
-            if values:
-                ax.plot(
-                    [v * 1000 for v in values],
-                    [i / len(values) for i in range(1, len(values) + 1)],
-                    label=controller,
-                    color=colours.get(controller),
-                )
+            _cdf_ms(ax, values, controller, colours.get(controller))
         some = next(iter(runs.values())).get(phase) or {}
         what = (
             f"{some.get('rate_per_s')} creates/s" if phase == "paced" else f"burst of {some.get('trainjobs')}"
@@ -437,14 +421,8 @@ def _plot_admission(plt: Any, runs: Mapping[str, Any], path: Path, colours: Mapp
     ax = axes[0][2]
     for controller, run in runs.items():
         burst = run.get("burst") or {}
-        times = burst.get("jobset_seen_s") or []
-        ax.step(
-            times,
-            range(1, len(times) + 1),
-            where="post",
-            label=f"{controller} ({burst.get('wall_s', math.nan):.1f} s)",
-            color=colours.get(controller),
-        )
+        label = f"{controller} ({burst.get('wall_s', math.nan):.1f} s)"
+        _arrivals(ax, burst.get("jobset_seen_s") or [], label, colours.get(controller))
     ax.set_title("admission burst: JobSets existing (webhooks registered)")
     ax.set_xlabel("seconds since the first TrainJob create")
     ax.set_ylabel("JobSets")
