@@ -264,6 +264,8 @@ def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
         for q in ("p50", "p99"):
             label = f"admission, {what}: create {q} (ms)"
             row(label, (phase, "create_latency_s", q), "admission", digits=1, scale=1000)
+        label = f"admission, {what}: mean time in the webhook server (ms)"
+        row(label, (phase, "webhook_mean_s"), "admission", digits=2, scale=1000)
     row(f"admission, burst of {n}: all JobSets (s)", ("burst", "wall_s"), "admission")
     scale = scenarios.get("scale", {})
     n = next((scale[c]["trainjobs"] for c in CONTROLLERS if c in scale), None)

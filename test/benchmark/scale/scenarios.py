@@ -492,6 +492,26 @@ def webhook_requests(samples: Sequence[Sample]) -> dict[str, float]:
     return {path: metric_sum(samples, WEBHOOK_REQUESTS, webhook=path) for path in TRAINJOB_WEBHOOK_PATHS}
 
 
+def _webhook_figures(before: Sequence[Sample], after: Sequence[Sample]) -> dict[str, Any]:
+    """What the manager's webhook server counted between two scrapes: requests per TrainJob webhook path,
+    and the mean seconds a request took inside the server (``controller_runtime_webhook_latency_seconds``'
+    sum over count, both paths; its decade buckets are too coarse for quantiles)."""
+    requests = {
+        path: after_n - webhook_requests(before)[path] for path, after_n in webhook_requests(after).items()
+    }
+    seconds = sum(
+        metric_sum(after, "controller_runtime_webhook_latency_seconds_sum", webhook=path)
+        - metric_sum(before, "controller_runtime_webhook_latency_seconds_sum", webhook=path)
+        for path in TRAINJOB_WEBHOOK_PATHS
+    )
+    count = sum(
+        metric_sum(after, "controller_runtime_webhook_latency_seconds_count", webhook=path)
+        - metric_sum(before, "controller_runtime_webhook_latency_seconds_count", webhook=path)
+        for path in TRAINJOB_WEBHOOK_PATHS
+    )
+    return {"webhook_requests": requests, "webhook_mean_s": seconds / count if count else math.nan}
+
+
 def wait_webhooks_live(
     session: Session, handle: Any, before: Mapping[str, float], timeout: float = 120.0
 ) -> float:
@@ -567,7 +587,7 @@ def _admission_paced(session: Session, handle: Any, rate: int, seconds: float) -
         "create_latency_s": distribution(list(latencies.values())),
         "create_latencies_s": sorted(latencies.values()),
         "max_send_lateness_s": late,
-        "webhook_requests": _grown(webhook_requests(samples_before), webhook_requests(samples_after)),
+        **_webhook_figures(samples_before, samples_after),
         "load_before": load_before,
         "load_after": load_average(),
     }
@@ -596,7 +616,7 @@ def _admission_burst(session: Session, handle: Any, n: int) -> dict[str, Any]:
         "create_latency_s": distribution(list(latencies.values())),
         "create_latencies_s": sorted(latencies.values()),
         "jobset_seen_s": sorted(t - start for t in seen.values()),
-        "webhook_requests": _grown(webhook_requests(samples_before), webhook_requests(samples_after)),
+        **_webhook_figures(samples_before, samples_after),
         "reconcile_errors": metric_sum(
             samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
         )
@@ -604,7 +624,3 @@ def _admission_burst(session: Session, handle: Any, n: int) -> dict[str, Any]:
         "load_before": load_before,
         "load_after": load_average(),
     }
-
-
-def _grown(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    return {key: after[key] - before.get(key, 0.0) for key in after}

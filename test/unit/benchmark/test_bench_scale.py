@@ -328,7 +328,12 @@ def test_distribution_gives_the_quantiles_and_nan_when_empty() -> None:
 def _admission(paced: tuple[float, float], burst: tuple[float, float], wall: float) -> dict[str, object]:
     return {
         "paced": {"rate_per_s": 20, "create_latency_s": {"p50": paced[0], "p99": paced[1]}},
-        "burst": {"trainjobs": 1000, "create_latency_s": {"p50": burst[0], "p99": burst[1]}, "wall_s": wall},
+        "burst": {
+            "trainjobs": 1000,
+            "create_latency_s": {"p50": burst[0], "p99": burst[1]},
+            "wall_s": wall,
+            "webhook_mean_s": 0.0015,
+        },
     }
 
 
@@ -367,5 +372,31 @@ def test_admission_rows_are_milliseconds_with_the_rate_and_the_burst_size() -> N
         ("admission, 20 creates/s: create p99 (ms)", "30.0", "40.0", "0.75x"),
         ("admission, burst of 1000: create p50 (ms)", "50.0", "50.0", "1.00x"),
         ("admission, burst of 1000: create p99 (ms)", "120.0", "100.0", "1.20x"),
+        ("admission, burst of 1000: mean time in the webhook server (ms)", "1.50", "1.50", "1.00x"),
         ("admission, burst of 1000: all JobSets (s)", "19.00", "20.00", "0.95x"),
     ]
+
+
+def test_webhook_figures_are_requests_per_path_and_the_mean_seconds_inside_the_server() -> None:
+    from benchmark.scale import scenarios
+
+    def page(mutate: int, validate: int, seconds: float) -> list[metrics.Sample]:
+        lines = []
+        for path, n in (
+            ("/mutate-trainer-kubeflow-org-v1alpha1-trainjob", mutate),
+            ("/validate-trainer-kubeflow-org-v1alpha1-trainjob", validate),
+        ):
+            lines += [
+                f'controller_runtime_webhook_requests_total{{code="200",webhook="{path}"}} {n}',
+                f'controller_runtime_webhook_latency_seconds_sum{{webhook="{path}"}} {seconds * n}',
+                f'controller_runtime_webhook_latency_seconds_count{{webhook="{path}"}} {n}',
+            ]
+        return metrics.parse_prometheus("\n".join(lines) + "\n")
+
+    figures = scenarios._webhook_figures(page(2, 2, 0.001), page(12, 12, 0.0015))
+    assert figures["webhook_requests"] == {
+        "/mutate-trainer-kubeflow-org-v1alpha1-trainjob": 10.0,
+        "/validate-trainer-kubeflow-org-v1alpha1-trainjob": 10.0,
+    }
+    assert figures["webhook_mean_s"] == pytest.approx((0.018 * 2 - 0.002 * 2) / 20)
+    assert math.isnan(scenarios._webhook_figures(page(1, 1, 0.1), page(1, 1, 0.1))["webhook_mean_s"])
