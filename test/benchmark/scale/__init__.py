@@ -45,7 +45,8 @@ Scenarios (``--scenarios``, all by default; counts shrink with ``--quick``):
   dry-run create succeeds through them and the manager's ``controller_runtime_webhook_requests_total`` moved
   for both; then each create request's round trip (client-side p50/p99) open-loop at 20/s
   (``--admission-rate``) for 60 s, and in a burst of 1,000 (8 client threads) with the time from the first
-  create until every JobSet exists;
+  create until every JobSet exists; per phase also the webhook requests the manager counted and their mean
+  time inside its webhook server (``controller_runtime_webhook_latency_seconds``);
 - ``ceiling``: no controller; a tight client (8 and 16 threads) server-side applies JobSets as the
   controller renders them: the API server's own SSA throughput;
 - ``micro``: ``pytest -m benchmark`` (what ``make bench`` runs), its output saved beside the results.
