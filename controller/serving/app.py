@@ -14,7 +14,9 @@ Guarantees:
   off at the deadline like a silent one), headers at most 1 MiB (431), a body at most 64 KiB (413). It binds
   where it is told: :func:`parse_bind_address` accepts loopback (the default, ``127.0.0.1``) and explicit
   addresses (the Pod IP), and refuses every-interface addresses (``0.0.0.0``, ``::``, ``":8080"``) unless
-  the caller opts in with ``allow_all_interfaces``. Threads ``<name>/serve`` and ``<name>/conn``;
+  the caller opts in with ``allow_all_interfaces``. Keep-alive as the server's default: Prometheus keeps its
+  scrape connection (closed after 120 s idle, or earlier to make room when every slot is taken), the
+  kubelet's probes ask for ``Connection: close``. Threads ``<name>/serve`` and ``<name>/conn``;
   :meth:`Server.stop` joins them, ending at once the reads of clients that have not sent their request.
 - With ``tls_context`` (a function returning the current :class:`ssl.SSLContext`, e.g.
   :meth:`controller.serving.certwatcher.CertWatcher.context`), :class:`Server` serves HTTPS, TLS 1.2 or

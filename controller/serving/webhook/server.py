@@ -22,11 +22,18 @@ Guarantees:
   server answer 5xx except a handler that raises (500 inside a review), and nothing a client sends stops it.
 - Bounded (:class:`controller.serving.httpserver.HTTPServer`): at most ``max_connections`` connections are
   served at once, each on its own named thread (``webhook-server/conn``); further connections wait in the
-  listen queue until one finishes. A connection must complete its TLS handshake, headers and body within
-  ``read_timeout`` seconds (10, the API server's default webhook timeout) in total, however it paces them,
-  so a slow or silent client loses its slot instead of holding it. Request line and headers at most 1 MiB
-  (431). One request per connection (``Connection: close``): an idle keep-alive connection never holds a
-  slot. Responses leave in one buffered write with ``TCP_NODELAY`` (no Nagle stall).
+  listen queue until one finishes. A request must complete its headers and body (the first request on a
+  connection its TLS handshake too) within ``read_timeout`` seconds (10, the API server's default webhook
+  timeout) in total, however it paces them, so a slow or silent client loses its slot instead of holding
+  it. Request line and headers at most 1 MiB (431). Responses leave in one buffered write with
+  ``TCP_NODELAY`` (no Nagle stall).
+- **Keep-alive**, as Go's server: the API server's webhook client keeps its connections, so a review on a
+  kept connection pays no TCP or TLS handshake. A connection carries reviews one after another; each review
+  has its own ``read_timeout`` from its first byte; an idle connection is closed after
+  :data:`IDLE_TIMEOUT` (120 s, longer than the client's own 90 s, so the client normally closes first); and
+  with every slot taken, the connection idle the longest is closed to make room for a waiting one, so kept
+  connections never lock a new client out. The certificate of a kept connection is the one it was opened
+  with; a rotated certificate is served from the next connection.
 - Binds where it is told: loopback or an explicit address; every-interface addresses only with
   ``allow_all_interfaces`` (:func:`controller.serving.app.parse_bind_address`).
 - :meth:`WebhookServer.stop` stops accepting, ends connections still waiting for their request, finishes
@@ -34,8 +41,8 @@ Guarantees:
 - Metrics (:mod:`controller.serving.webhook.metrics`) per registered path: requests by HTTP status code (411
   and 413 included), requests in flight, latency.
 
-Deliberately missing: HTTP/2, keep-alive, client certificate authentication (``ClientCAName``), a custom
-mux, and chunked request bodies (the API server sends a ``Content-Length``).
+Deliberately missing: HTTP/2, client certificate authentication (``ClientCAName``), a custom mux, and chunked
+request bodies (the API server sends a ``Content-Length``).
 """
 
 from __future__ import annotations
@@ -87,6 +94,10 @@ UPDATE), and the rest of a review less than 1 MiB."""
 MAX_HEADER_BYTES = 1 << 20
 READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 10.0
+IDLE_TIMEOUT = 120.0
+"""Seconds a kept connection may wait for its next review. controller-runtime sets no ``IdleTimeout`` (Go
+then never closes an idle connection); ours is a bound, longer than the 90 s after which the API server's
+webhook client closes an idle connection itself."""
 MAX_CONNECTIONS = 32
 
 
@@ -147,6 +158,7 @@ class WebhookServer:
                 write_timeout=WRITE_TIMEOUT,
                 max_header_bytes=MAX_HEADER_BYTES,
                 max_body_bytes=max_body_bytes,
+                idle_timeout=IDLE_TIMEOUT,
             )
         except ValueError as exc:
             raise WebhookServerError(f"webhook server: {exc}") from exc

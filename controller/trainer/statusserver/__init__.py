@@ -60,8 +60,11 @@ Guarantees:
   connection), at most :data:`MAX_CONNECTIONS` connections at once on named threads
   (``status-server/conn``; more wait in the listen queue), each with a 10 s deadline for its handshake,
   headers and body however it paces them (upstream's ``ReadTimeout``), 10 s to write the answer, headers
-  at most 1 MiB (431), one request per connection. The server's own refusals (a request it cannot parse,
-  a late body) are ``metav1.Status`` bodies too. Stop joins every thread.
+  at most 1 MiB (431). Keep-alive as upstream's Go server: a connection may carry requests one after
+  another and is closed after 10 s idle (Go's ``IdleTimeout`` falls back to the ``ReadTimeout``); with every
+  slot taken, the longest-idle connection makes room for a waiting one. The server's own refusals (a
+  request it cannot parse, a late body) are ``metav1.Status`` bodies too, and close the connection. Stop
+  joins every thread.
 - Tokens are never logged. The production wiring (:func:`setup_status_server`) reviews them through
   :class:`~controller.serving.authentication.CachingAuthenticator`: an answer, yes or no, is reused for 10 s
   at
@@ -82,7 +85,7 @@ Deliberately different from upstream (see ``docs/status-server.md``):
   read timeout is 408.
 - Binds the Pod IP (or loopback), never every interface.
 
-Deliberately missing: keep-alive and HTTP/2 (one request per connection), and metrics of its own.
+Deliberately missing: HTTP/2, and metrics of its own.
 
 The package: :mod:`.request` (route and body), :mod:`.handler` (who may write, the answers, the write),
 :mod:`.server` (the Runnable) and :mod:`.setup` (the wiring into a manager).

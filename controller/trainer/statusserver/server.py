@@ -82,9 +82,11 @@ LIMITS = httpserver.Limits(
     write_timeout=WRITE_TIMEOUT,
     max_header_bytes=MAX_HEADER_BYTES,
     max_body_bytes=MAX_BODY_BYTES,
+    idle_timeout=READ_TIMEOUT,
 )
 """Upstream's ``ReadTimeout`` and ``WriteTimeout`` (10 s each), its body limit (64 KiB), Go's default
-``MaxHeaderBytes`` (1 MiB), and at most 32 connections at once."""
+``MaxHeaderBytes`` (1 MiB), at most 32 connections at once, and keep-alive with a 10 s idle timeout (upstream
+sets no ``IdleTimeout``, so Go uses its ``ReadTimeout``)."""
 
 
 class StatusServer:

@@ -19,9 +19,9 @@ controller-manager) with our CRDs, the JobSet CRD and scheduler-plugins' PodGrou
 ``torch-distributed`` ClusterTrainingRuntime of ``config/runtimes/``. No JobSet controller runs: a JobSet
 is a stored object, so every figure is the Trainer controller's. Both managers run out of cluster as the
 admin, with leader election off, certificate management off (a throwaway serving certificate), no webhook
-configurations, metrics over HTTP on loopback, and the same client rate limit (QPS 50 / burst 100, one
-token bucket per resource type in both) unless a scenario lifts it for both. A re-run of some scenarios or
-controllers replaces only their entries in ``results.json``.
+configurations (except in ``admission``), metrics over HTTP on loopback, and the same client rate limit (QPS
+50 / burst 100, one token bucket per resource type in both) unless a scenario lifts it for both. A re-run of
+some scenarios or controllers replaces only their entries in ``results.json``.
 
 Scenarios (``--scenarios``, all by default; counts shrink with ``--quick``):
 
@@ -39,6 +39,14 @@ Scenarios (``--scenarios``, all by default; counts shrink with ``--quick``):
   manager CPU-seconds per TrainJob; then a restart under the shipped limiter: time to caches synced (the
   TrainJob controller's "workers started" log line), until the initial reconciles drained, and the writes
   made (none expected);
+- ``admission``: the manager's TrainJob defaulting and validating webhooks registered with the API server by
+  URL (``https://127.0.0.1:<webhook port>/<upstream's path>``, the throwaway certificate's CA as
+  ``caBundle``, failure policy Fail, side effects None, ``trainjobs`` CREATE and UPDATE only), live once a
+  dry-run create succeeds through them and the manager's ``controller_runtime_webhook_requests_total`` moved
+  for both; then each create request's round trip (client-side p50/p99) open-loop at 20/s
+  (``--admission-rate``) for 60 s, and in a burst of 1,000 (8 client threads) with the time from the first
+  create until every JobSet exists; per phase also the webhook requests the manager counted and their mean
+  time inside its webhook server (``controller_runtime_webhook_latency_seconds``);
 - ``ceiling``: no controller; a tight client (8 and 16 threads) server-side applies JobSets as the
   controller renders them: the API server's own SSA throughput;
 - ``micro``: ``pytest -m benchmark`` (what ``make bench`` runs), its output saved beside the results.
@@ -56,7 +64,7 @@ the scenario ends (the rule that only ``controller/`` starts threads is about th
 
 Set-ups (``--setup``): with the PodGroup CRD (the default) or without it (see :data:`SETUPS`).
 
-Deliberately missing: a JobSet controller, kubelets and Pods (nothing runs), admission webhooks, more than
+Deliberately missing: a JobSet controller, kubelets and Pods (nothing runs), the runtimes' webhooks, more than
 one replica, and any assertion on time.
 """
 
@@ -94,7 +102,7 @@ IGNORED_RESOURCES = frozenset({"", "leases", "endpoints", "endpointslices"})
 """Not the managers': discovery (no resource) and what kube-apiserver writes for itself (its Lease heartbeats,
 the ``kubernetes`` Service's endpoints). Non-resource paths (``/openapi/v3``...) are left out too."""
 
-SCENARIOS = ("burst", "burst-lifted", "steady", "scale", "ceiling", "micro")
+SCENARIOS = ("burst", "burst-lifted", "steady", "scale", "admission", "ceiling", "micro")
 DEFAULT_SETUP = "podgroup-crds"
 SETUPS = (DEFAULT_SETUP, "no-podgroup-crds")
 """The control plane's set-up: with scheduler-plugins' PodGroup CRD installed (the default: each manager

@@ -38,6 +38,7 @@ from benchmark.scale.report import (
 )
 from benchmark.scale.scenarios import (
     Settings,
+    run_admission,
     run_burst,
     run_ceiling,
     run_micro,
@@ -68,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--idle-seconds", type=float, help="the idle period (60; quick 10)")
     parser.add_argument("--steady-seconds", type=float, help="each steady rate's duration (60; quick 10)")
     parser.add_argument("--rates", help="steady creates/s, comma-separated (20,50)")
+    parser.add_argument(
+        "--admission-rate", type=int, help="admission: open-loop creates/s before the burst (20)"
+    )
+    parser.add_argument(
+        "--admission-seconds", type=float, help="how long it creates at that rate (60; quick 10)"
+    )
     parser.add_argument("--scale", type=int, help="TrainJobs in the scale scenario (10000; quick 500)")
     parser.add_argument("--ceiling", type=int, help="JobSets per ceiling run (2000; quick 300)")
     parser.add_argument(
@@ -108,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         idle_s=args.idle_seconds if args.idle_seconds is not None else (10.0 if quick else 60.0),
         steady_s=args.steady_seconds or (10.0 if quick else 60.0),
         rates=tuple(int(r) for r in (args.rates or "20,50").split(",")),
+        admission_rate=args.admission_rate or 20,
+        admission_s=args.admission_seconds or (10.0 if quick else 60.0),
         scale=args.scale or (500 if quick else 10_000),
         ceiling=args.ceiling or (300 if quick else 2000),
         workdir=args.workdir,
@@ -188,6 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                 elif scenario == "steady":
                     runs[which] = run_steady(session, which, settings.rates, settings.steady_s)
+                elif scenario == "admission":
+                    runs[which] = run_admission(
+                        session,
+                        which,
+                        rate=settings.admission_rate,
+                        seconds=settings.admission_s,
+                        n=settings.burst,
+                    )
                 elif scenario == "scale":
                     runs[which] = run_scale(
                         session, which, settings.scale, profile=profile_path("restart", which)

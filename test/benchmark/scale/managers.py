@@ -1,4 +1,5 @@
-"""The two managers on a fresh Tier 1 control plane: ours and upstream's, started by ``support.launcher``."""
+"""The two managers on a fresh Tier 1 control plane: ours and upstream's, started by ``support.launcher``; the
+TrainJob webhook configurations that point the API server at either."""
 
 from __future__ import annotations
 
@@ -17,6 +18,32 @@ from controller.client.object import deep_copy
 from controller.envtest import ControlPlane, find_binaries
 from controller.envtest.process import free_port
 from support import launcher, thirdparty, upstream
+
+TRAINJOB_WEBHOOK_PATHS = (
+    "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+    "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+)
+"""The TrainJob defaulter's and validator's paths: upstream v2.3.0's
+(``manifests/base/webhook/manifests.yaml``, controller-runtime's generated names) and ours
+(``config/webhook/``) are the same."""
+
+
+def trainjob_webhook_configurations(port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """The TrainJob defaulting (mutating) and validating webhooks of ``config/webhook/``, as upstream ships
+    them too (failure policy Fail, side effects None, ``trainjobs`` CREATE and UPDATE), pointed by URL at a
+    manager's webhook server on 127.0.0.1:``port`` with ``ca_bundle`` (PEM): one Mutating and one
+    ValidatingWebhookConfiguration, each holding only the TrainJob webhook (the runtimes' validators are
+    left out: the benchmark's runtime is installed before any manager runs)."""
+    out = []
+    for configuration in launcher.webhook_configurations(port, ca_bundle):
+        hooks = [
+            hook
+            for hook in configuration["webhooks"]
+            if any(rule.get("resources") == ["trainjobs"] for rule in hook.get("rules", ()))
+        ]
+        role = "defaulter" if configuration["kind"].startswith("Mutating") else "validator"
+        out.append({**configuration, "metadata": {"name": f"bench-trainjob-{role}"}, "webhooks": hooks})
+    return out
 
 
 def start_ours(kubeconfig: Path, workdir: Path, *, qps: float, burst: int, timeout: float = 120.0) -> Any:

@@ -54,6 +54,17 @@ def _difference(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
+ADMISSION_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("paced create p50", ("paced", "create_latency_s", "p50")),
+    ("paced create p99", ("paced", "create_latency_s", "p99")),
+    ("burst create p50", ("burst", "create_latency_s", "p50")),
+    ("burst create p99", ("burst", "create_latency_s", "p99")),
+    ("burst, all JobSets", ("burst", "wall_s")),
+)
+"""The admission scenario's figures that have a target (each at most 1.0x upstream's): create-request latency
+with the webhooks registered, open-loop and in the burst, and the burst's end-to-end time."""
+
+
 def evaluate_targets(results: Mapping[str, Any]) -> list[Target]:
     """The issue's targets against ``results`` (the ``scenarios`` part of results.json)."""
     targets: list[Target] = []
@@ -142,6 +153,13 @@ def evaluate_targets(results: Mapping[str, Any]) -> list[Target]:
         )
         add_ratio(f"manager CPU per TrainJob (restart){tag}", scale, ("restart", "cpu_s_per_trainjob"), 0.6)
         add_ratio(f"manager CPU per TrainJob (populating){tag}", scale, ("cpu_s_per_trainjob",), 0.6)
+    for setup in ("", "@no-podgroup-crds"):
+        admission = f"admission{setup}"
+        if setup and admission not in results:
+            continue
+        tag = f" [{setup[1:]}]" if setup else ""
+        for label, path in ADMISSION_FIGURES:
+            add_ratio(f"admission: {label}{tag}", admission, path, 1.0)
     for rate, limit in (("20", 0.1), ("50", 1.0)):
         add_ratio(f"steady {rate}/s p99 latency", "steady", (rate, "latency_s", "p99"), 1.0)
         add_value(
@@ -239,6 +257,16 @@ def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
     for rate in map(str, steady_rates(scenarios.get("steady", {}))):
         for q in ("p50", "p95", "p99"):
             row(f"steady {rate}/s: latency {q} (ms)", (rate, "latency_s", q), "steady", digits=0, scale=1000)
+    admission = scenarios.get("admission", {})
+    rate = next((admission[c]["paced"]["rate_per_s"] for c in CONTROLLERS if c in admission), None)
+    n = next((admission[c]["burst"]["trainjobs"] for c in CONTROLLERS if c in admission), None)
+    for phase, what in (("paced", f"{rate} creates/s"), ("burst", f"burst of {n}")):
+        for q in ("p50", "p99"):
+            label = f"admission, {what}: create {q} (ms)"
+            row(label, (phase, "create_latency_s", q), "admission", digits=1, scale=1000)
+        label = f"admission, {what}: mean time in the webhook server (ms)"
+        row(label, (phase, "webhook_mean_s"), "admission", digits=2, scale=1000)
+    row(f"admission, burst of {n}: all JobSets (s)", ("burst", "wall_s"), "admission")
     scale = scenarios.get("scale", {})
     n = next((scale[c]["trainjobs"] for c in CONTROLLERS if c in scale), None)
     row(f"scale {n}: RSS after settle (MiB)", ("rss_mib",), "scale", digits=0)
@@ -297,13 +325,8 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(bursts), figsize=(6 * len(bursts), 4), squeeze=False)
         for ax, (name, runs) in zip(axes[0], bursts, strict=True):
             for controller, run in runs.items():
-                times = run["jobset_seen_s"]
-                ax.step(
-                    times,
-                    range(1, len(times) + 1),
-                    where="post",
-                    label=f"{controller} ({run['wall_s']:.1f} s)",
-                    color=colours.get(controller),
+                _arrivals(
+                    ax, run["jobset_seen_s"], f"{controller} ({run['wall_s']:.1f} s)", colours.get(controller)
                 )
             limit = "QPS 50 / burst 100" if name == "burst" else "limiters lifted"
             ax.set_title(f"{name}: JobSets existing ({limit})")
@@ -321,14 +344,9 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4), squeeze=False)
         for ax, rate in zip(axes[0], rates, strict=True):
             for controller, runs in steady.items():
-                values = runs.get(str(rate), {}).get("latencies_s") or []
-                if values:
-                    ax.plot(
-                        [v * 1000 for v in values],
-                        [i / len(values) for i in range(1, len(values) + 1)],
-                        label=controller,
-                        color=colours.get(controller),
-                    )
+                _cdf_ms(
+                    ax, runs.get(str(rate), {}).get("latencies_s") or [], controller, colours.get(controller)
+                )
             ax.set_xscale("log")
             ax.set_title(f"steady {rate} creates/s: TrainJob → JobSet latency")
             ax.set_xlabel("ms (log scale)")
@@ -339,6 +357,9 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         written.append(directory / "steady.png")
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
+    admission = scenarios.get("admission")
+    if admission:
+        written.append(_plot_admission(plt, admission, directory / "admission.png", colours))
     scale = scenarios.get("scale")
     if scale:
         figures = [
@@ -367,6 +388,52 @@ def plot(scenarios: Mapping[str, Any], directory: Path) -> list[Path]:
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
     return written
+
+
+def _cdf_ms(ax: Any, values: Sequence[float], label: str, colour: str | None) -> None:
+    """The distribution of ``values`` (sorted seconds) as a CDF over milliseconds; nothing when empty."""
+    if values:
+        fractions = [i / len(values) for i in range(1, len(values) + 1)]
+        ax.plot([v * 1000 for v in values], fractions, label=label, color=colour)
+
+
+def _arrivals(ax: Any, times: Sequence[float], label: str, colour: str | None) -> None:
+    """How many objects existed over time, from their sorted arrival times."""
+    ax.step(times, range(1, len(times) + 1), where="post", label=label, color=colour)
+
+
+def _plot_admission(plt: Any, runs: Mapping[str, Any], path: Path, colours: Mapping[str, str]) -> Path:
+    """Create-request latency (CDFs, open-loop and burst) and the burst's JobSets over time, with the
+    TrainJob webhooks registered."""
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4), squeeze=False)
+    for ax, phase in zip(axes[0][:2], ("paced", "burst"), strict=True):
+        for controller, run in runs.items():
+            values = (run.get(phase) or {}).get("create_latencies_s") or []
+            _cdf_ms(ax, values, controller, colours.get(controller))
+        some = next(iter(runs.values())).get(phase) or {}
+        what = (
+            f"{some.get('rate_per_s')} creates/s" if phase == "paced" else f"burst of {some.get('trainjobs')}"
+        )
+        ax.set_xscale("log")
+        ax.set_title(f"admission, {what}: create request latency")
+        ax.set_xlabel("ms (log scale)")
+        ax.set_ylabel("fraction of creates")
+        ax.legend()
+        ax.grid(alpha=0.3)
+    ax = axes[0][2]
+    for controller, run in runs.items():
+        burst = run.get("burst") or {}
+        label = f"{controller} ({burst.get('wall_s', math.nan):.1f} s)"
+        _arrivals(ax, burst.get("jobset_seen_s") or [], label, colours.get(controller))
+    ax.set_title("admission burst: JobSets existing (webhooks registered)")
+    ax.set_xlabel("seconds since the first TrainJob create")
+    ax.set_ylabel("JobSets")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 # ============================================================================================= main

@@ -1,4 +1,5 @@
-"""The scenarios: burst, idle, steady, scale, ceiling and the micro benchmarks; each returns its figures."""
+"""The scenarios: burst, idle, steady, scale, admission, ceiling and the micro benchmarks; each returns its
+figures."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from benchmark.scale import (
     cache_sizes,
     say,
 )
-from benchmark.scale.managers import Session
+from benchmark.scale.managers import TRAINJOB_WEBHOOK_PATHS, Session, trainjob_webhook_configurations
 from benchmark.scale.metrics import (
     Sample,
     histogram_buckets,
@@ -70,6 +71,8 @@ class Settings:
     idle_s: float = 60.0
     steady_s: float = 60.0
     rates: tuple[int, ...] = (20, 50)
+    admission_rate: int = 20
+    admission_s: float = 60.0
     scale: int = 10_000
     ceiling: int = 2000
     workdir: Path = field(default_factory=lambda: Path("/tmp/bench-scale"))
@@ -77,7 +80,11 @@ class Settings:
 
 
 def _latency(trainjobs: Mapping[str, float], jobsets: Mapping[str, float]) -> dict[str, float]:
-    values = [jobsets[name] - trainjobs[name] for name in jobsets if name in trainjobs]
+    return distribution([jobsets[name] - trainjobs[name] for name in jobsets if name in trainjobs])
+
+
+def distribution(values: Sequence[float]) -> dict[str, float]:
+    """Count, p50, p95, p99 and max of ``values`` (NaN for an empty one)."""
     return {
         "count": len(values),
         "p50": percentile(values, 0.50),
@@ -475,4 +482,145 @@ def run_micro(output: Path) -> dict[str, Any]:
     }
 
 
-# ============================================================================================= report
+# ============================================================================================= admission
+
+WEBHOOK_REQUESTS = "controller_runtime_webhook_requests_total"
+
+
+def webhook_requests(samples: Sequence[Sample]) -> dict[str, float]:
+    """``controller_runtime_webhook_requests_total`` (both managers expose it) per TrainJob webhook path."""
+    return {path: metric_sum(samples, WEBHOOK_REQUESTS, webhook=path) for path in TRAINJOB_WEBHOOK_PATHS}
+
+
+def _webhook_figures(before: Sequence[Sample], after: Sequence[Sample]) -> dict[str, Any]:
+    """What the manager's webhook server counted between two scrapes: requests per TrainJob webhook path,
+    and the mean seconds a request took inside the server (``controller_runtime_webhook_latency_seconds``'
+    sum over count, both paths; its decade buckets are too coarse for quantiles)."""
+    requests = {
+        path: after_n - webhook_requests(before)[path] for path, after_n in webhook_requests(after).items()
+    }
+    seconds = sum(
+        metric_sum(after, "controller_runtime_webhook_latency_seconds_sum", webhook=path)
+        - metric_sum(before, "controller_runtime_webhook_latency_seconds_sum", webhook=path)
+        for path in TRAINJOB_WEBHOOK_PATHS
+    )
+    count = sum(
+        metric_sum(after, "controller_runtime_webhook_latency_seconds_count", webhook=path)
+        - metric_sum(before, "controller_runtime_webhook_latency_seconds_count", webhook=path)
+        for path in TRAINJOB_WEBHOOK_PATHS
+    )
+    return {"webhook_requests": requests, "webhook_mean_s": seconds / count if count else math.nan}
+
+
+def wait_webhooks_live(
+    session: Session, handle: Any, before: Mapping[str, float], timeout: float = 120.0
+) -> float:
+    """Until a dry-run TrainJob create succeeds through the API server and every TrainJob webhook of the
+    manager counted a request since ``before`` (its counters when the configurations were created): the API
+    server has loaded the configurations and reaches the manager. Returns the seconds it took."""
+    path = f"/apis/{TRAINJOB.group}/{TRAINJOB.version}/namespaces/{NAMESPACE}/trainjobs?dryRun=All"
+    began = time.monotonic()
+    pause = threading.Event()
+    last = ""
+    while time.monotonic() - began < timeout:
+        answer = session.plane.admin_request("POST", path, trainjob("admission-probe"))
+        if answer.status == 201:
+            now = webhook_requests(manager_samples(handle))
+            if all(now[p] > before.get(p, 0.0) for p in TRAINJOB_WEBHOOK_PATHS):
+                return time.monotonic() - began
+            last = f"webhook requests {now}"
+        else:
+            last = f"dry run answered {answer.status}: {answer.body[:300]!r}"
+        pause.wait(0.2)
+    raise TimeoutError(f"{handle.name}'s webhooks were not live within {timeout:g} s ({last})")
+
+
+def run_admission(session: Session, which: str, *, rate: int, seconds: float, n: int) -> dict[str, Any]:
+    """Both TrainJob webhooks of ``which`` registered with the API server (failure policy Fail): each create
+    request's round trip, open-loop at ``rate``/s for ``seconds``, then in a burst of ``n`` (8 client
+    threads), and the burst's time from the first create until every JobSet exists."""
+    handle = session.start_manager(which, qps=SHIPPED_QPS, burst=SHIPPED_BURST)
+    wait_workers_started(which, handle)
+    wait_settled(handle, quiet=1.0)
+    if handle.webhook_port is None or handle.ca_pem is None:
+        raise RuntimeError(f"{handle.name} has no webhook port or throwaway CA to register")
+    configurations = trainjob_webhook_configurations(handle.webhook_port, handle.ca_pem)
+    before = webhook_requests(manager_samples(handle))
+    for configuration in configurations:
+        session.api.create(configuration)
+        session.count("POST", configuration["kind"].lower() + "s")
+    try:
+        live_s = wait_webhooks_live(session, handle, before)
+        say(f"  {which}: webhooks live after {live_s:.1f} s")
+        result: dict[str, Any] = {"webhooks_live_s": live_s}
+        result["paced"] = _admission_paced(session, handle, rate, seconds)
+        result["burst"] = _admission_burst(session, handle, n)
+    finally:
+        for configuration in configurations:
+            gvk = GVK.from_api_version(configuration["apiVersion"], configuration["kind"])
+            session.api.delete(gvk, configuration["metadata"]["name"])
+    paced, burst = result["paced"], result["burst"]
+    say(
+        f"  {which}: creates at {rate}/s p50 {paced['create_latency_s']['p50'] * 1000:.1f} ms, "
+        f"p99 {paced['create_latency_s']['p99'] * 1000:.1f} ms; burst of {n}: "
+        f"p50 {burst['create_latency_s']['p50'] * 1000:.1f} ms, "
+        f"p99 {burst['create_latency_s']['p99'] * 1000:.1f} ms, all JobSets in {burst['wall_s']:.2f} s"
+    )
+    session.stop_manager()
+    return result
+
+
+def _admission_paced(session: Session, handle: Any, rate: int, seconds: float) -> dict[str, Any]:
+    names = [f"admission{rate}-{i:05d}" for i in range(int(rate * seconds))]
+    load_before = load_average()
+    samples_before = manager_samples(handle)
+    latencies: dict[str, float] = {}
+    with Arrivals(session, JOBSET, "jobsets") as jobsets:
+        _, late = create_paced(session, [trainjob(name) for name in names], rate, latencies=latencies)
+        complete = jobsets.wait_for(names, timeout=600.0)
+    wait_settled(handle)
+    samples_after = manager_samples(handle)
+    return {
+        "rate_per_s": rate,
+        "trainjobs": len(names),
+        "complete": complete,
+        "create_latency_s": distribution(list(latencies.values())),
+        "create_latencies_s": sorted(latencies.values()),
+        "max_send_lateness_s": late,
+        **_webhook_figures(samples_before, samples_after),
+        "load_before": load_before,
+        "load_after": load_average(),
+    }
+
+
+def _admission_burst(session: Session, handle: Any, n: int) -> dict[str, Any]:
+    names = [f"admission-burst-{i:05d}" for i in range(n)]
+    load_before = load_average()
+    samples_before = manager_samples(handle)
+    latencies: dict[str, float] = {}
+    with Arrivals(session, JOBSET, "jobsets") as jobsets:
+        start = time.monotonic()
+        create_all(session, [trainjob(name) for name in names], latencies=latencies)
+        created = time.monotonic()
+        complete = jobsets.wait_for(names, timeout=max(600.0, n))
+        seen = jobsets.times(names)
+    wait_settled(handle)
+    samples_after = manager_samples(handle)
+    last = max(seen.values()) if seen else math.nan
+    return {
+        "trainjobs": n,
+        "jobsets": len(seen),
+        "complete": complete,
+        "create_s": created - start,
+        "wall_s": last - start,
+        "create_latency_s": distribution(list(latencies.values())),
+        "create_latencies_s": sorted(latencies.values()),
+        "jobset_seen_s": sorted(t - start for t in seen.values()),
+        **_webhook_figures(samples_before, samples_after),
+        "reconcile_errors": metric_sum(
+            samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
+        )
+        - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
+        "load_before": load_before,
+        "load_after": load_average(),
+    }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,17 +187,34 @@ def wait_workers_started(which: str, handle: Any, timeout: float = 120.0) -> flo
 # ============================================================================================= load
 
 
-def create_all(
-    session: Session, objects: Sequence[Mapping[str, Any]], threads: int = CREATE_THREADS
-) -> dict[str, float]:
-    """Create ``objects`` with ``threads`` client threads as fast as the API server takes them; returns
-    the monotonic time each create was answered."""
-    answered: dict[str, float] = {}
+def _timed_create(
+    session: Session, answered: dict[str, float], latencies: dict[str, float] | None
+) -> Callable[[Mapping[str, Any]], None]:
+    """A create that records when it was answered (and, with ``latencies``, its round trip) by name."""
 
     def create(obj: Mapping[str, Any]) -> None:
+        sent = time.monotonic()
         session.api.create(obj)
-        answered[obj["metadata"]["name"]] = time.monotonic()
+        done = time.monotonic()
+        answered[obj["metadata"]["name"]] = done
+        if latencies is not None:
+            latencies[obj["metadata"]["name"]] = done - sent
 
+    return create
+
+
+def create_all(
+    session: Session,
+    objects: Sequence[Mapping[str, Any]],
+    threads: int = CREATE_THREADS,
+    *,
+    latencies: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Create ``objects`` with ``threads`` client threads as fast as the API server takes them; returns
+    the monotonic time each create was answered. ``latencies``, when given, receives each create request's
+    round trip in seconds (from the moment its thread sends it)."""
+    answered: dict[str, float] = {}
+    create = _timed_create(session, answered, latencies)
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="bench/create") as pool:
         for future in [pool.submit(create, obj) for obj in objects]:
             future.result()
@@ -206,18 +223,20 @@ def create_all(
 
 
 def create_paced(
-    session: Session, objects: Sequence[Mapping[str, Any]], rate: float, threads: int = CREATE_THREADS
+    session: Session,
+    objects: Sequence[Mapping[str, Any]],
+    rate: float,
+    threads: int = CREATE_THREADS,
+    *,
+    latencies: dict[str, float] | None = None,
 ) -> tuple[dict[str, float], float]:
     """Create ``objects`` open-loop at ``rate`` per second (create i is sent at start + i / rate, however
-    long earlier ones take); returns the answer times and the largest lateness of a send, in seconds."""
+    long earlier ones take); returns the answer times and the largest lateness of a send, in seconds.
+    ``latencies`` as in :func:`create_all`."""
     answered: dict[str, float] = {}
     late = 0.0
     pause = threading.Event()
-
-    def create(obj: Mapping[str, Any]) -> None:
-        session.api.create(obj)
-        answered[obj["metadata"]["name"]] = time.monotonic()
-
+    create = _timed_create(session, answered, latencies)
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="bench/paced") as pool:
         futures = []
         start = time.monotonic()

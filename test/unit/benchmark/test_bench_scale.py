@@ -281,3 +281,122 @@ def test_top_frames_sums_self_time_of_each_leaf_across_stacks() -> None:
 def test_steady_rates_are_the_numeric_keys_of_every_controllers_runs() -> None:
     steady = {"ours": {"50": {}, "20": {}, "measured_at": "x"}, "upstream": {"20": {}, "measured_at": "y"}}
     assert report.steady_rates(steady) == [20, 50]
+
+
+# --- admission ----------------------------------------------------------------------------------------
+
+
+def test_the_admission_webhooks_are_the_trainjob_ones_pointed_at_the_manager_by_url() -> None:
+    configurations = managers.trainjob_webhook_configurations(9443, b"-----BEGIN CERTIFICATE-----\n")
+    assert [(c["kind"], c["metadata"]["name"]) for c in configurations] == [
+        ("MutatingWebhookConfiguration", "bench-trainjob-defaulter"),
+        ("ValidatingWebhookConfiguration", "bench-trainjob-validator"),
+    ]
+    hooks = [hook for c in configurations for hook in c["webhooks"]]
+    # upstream v2.3.0's paths (manifests/base/webhook/manifests.yaml)
+    assert [hook["clientConfig"]["url"] for hook in hooks] == [
+        "https://127.0.0.1:9443/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+        "https://127.0.0.1:9443/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+    ]
+    for hook in hooks:
+        assert hook["clientConfig"]["caBundle"] == "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+        assert (hook["failurePolicy"], hook["sideEffects"]) == ("Fail", "None")
+        assert hook["rules"] == [
+            {
+                "apiGroups": ["trainer.kubeflow.org"],
+                "apiVersions": ["v1alpha1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["trainjobs"],
+            }
+        ]
+        assert "service" not in hook["clientConfig"]
+    assert [f"https://127.0.0.1:9443{path}" for path in managers.TRAINJOB_WEBHOOK_PATHS] == [
+        hook["clientConfig"]["url"] for hook in hooks
+    ]  # the paths the scenario reads the webhook request counters of
+
+
+def test_distribution_gives_the_quantiles_and_nan_when_empty() -> None:
+    from benchmark.scale import scenarios
+
+    figures = scenarios.distribution([0.004, 0.001, 0.003, 0.002, 0.010])
+    assert figures["count"] == 5 and figures["p50"] == pytest.approx(0.003)
+    assert figures["max"] == 0.010 and figures["p99"] == pytest.approx(0.00976)
+    empty = scenarios.distribution([])
+    assert empty["count"] == 0 and math.isnan(empty["p50"]) and math.isnan(empty["max"])
+
+
+def _admission(paced: tuple[float, float], burst: tuple[float, float], wall: float) -> dict[str, object]:
+    return {
+        "paced": {"rate_per_s": 20, "create_latency_s": {"p50": paced[0], "p99": paced[1]}},
+        "burst": {
+            "trainjobs": 1000,
+            "create_latency_s": {"p50": burst[0], "p99": burst[1]},
+            "wall_s": wall,
+            "webhook_mean_s": 0.0015,
+        },
+    }
+
+
+def test_admission_targets_are_ours_at_most_upstreams_for_each_figure() -> None:
+    scenarios = {
+        "admission": {
+            "ours": _admission((0.006, 0.030), (0.050, 0.120), 19.0),
+            "upstream": _admission((0.005, 0.040), (0.050, 0.100), 20.0),
+        }
+    }
+    verdicts = {t.name: t for t in report.evaluate_targets(scenarios) if t.name.startswith("admission")}
+    assert {name: (t.measured, t.met) for name, t in verdicts.items()} == {
+        "admission: paced create p50": ("1.20x", False),
+        "admission: paced create p99": ("0.75x", True),
+        "admission: burst create p50": ("1.00x", True),
+        "admission: burst create p99": ("1.20x", False),
+        "admission: burst, all JobSets": ("0.95x", True),
+    }
+    assert all(t.wanted == "≤ 1x upstream" for t in verdicts.values())
+    other = {
+        t.name: t for t in report.evaluate_targets({"admission@no-podgroup-crds": scenarios["admission"]})
+    }
+    assert other["admission: burst, all JobSets [no-podgroup-crds]"].met is True
+    assert other["admission: burst, all JobSets"].met is None  # the default set-up was not measured
+
+
+def test_admission_rows_are_milliseconds_with_the_rate_and_the_burst_size() -> None:
+    scenarios = {
+        "admission": {
+            "ours": _admission((0.0062, 0.030), (0.050, 0.120), 19.0),
+            "upstream": _admission((0.0050, 0.040), (0.050, 0.100), 20.0),
+        }
+    }
+    assert report.table_rows(scenarios) == [
+        ("admission, 20 creates/s: create p50 (ms)", "6.2", "5.0", "1.24x"),
+        ("admission, 20 creates/s: create p99 (ms)", "30.0", "40.0", "0.75x"),
+        ("admission, burst of 1000: create p50 (ms)", "50.0", "50.0", "1.00x"),
+        ("admission, burst of 1000: create p99 (ms)", "120.0", "100.0", "1.20x"),
+        ("admission, burst of 1000: mean time in the webhook server (ms)", "1.50", "1.50", "1.00x"),
+        ("admission, burst of 1000: all JobSets (s)", "19.00", "20.00", "0.95x"),
+    ]
+
+
+def test_webhook_figures_are_requests_per_path_and_the_mean_seconds_inside_the_server() -> None:
+    from benchmark.scale import scenarios
+
+    def page(mutate: int, validate: int, seconds: float) -> list[metrics.Sample]:
+        lines = []
+        for path, n in (
+            ("/mutate-trainer-kubeflow-org-v1alpha1-trainjob", mutate),
+            ("/validate-trainer-kubeflow-org-v1alpha1-trainjob", validate),
+        ):
+            lines += [
+                f'controller_runtime_webhook_requests_total{{code="200",webhook="{path}"}} {n}',
+                f'controller_runtime_webhook_latency_seconds_sum{{webhook="{path}"}} {seconds * n}',
+                f'controller_runtime_webhook_latency_seconds_count{{webhook="{path}"}} {n}',
+            ]
+        return metrics.parse_prometheus("\n".join(lines) + "\n")
+
+    figures = scenarios._webhook_figures(page(2, 2, 0.001), page(12, 12, 0.0015))
+    assert figures["webhook_requests"] == {
+        "/mutate-trainer-kubeflow-org-v1alpha1-trainjob": 10.0,
+        "/validate-trainer-kubeflow-org-v1alpha1-trainjob": 10.0,
+    }
+    assert figures["webhook_mean_s"] == pytest.approx((0.018 * 2 - 0.002 * 2) / 20)
+    assert math.isnan(scenarios._webhook_figures(page(1, 1, 0.1), page(1, 1, 0.1))["webhook_mean_s"])

@@ -107,10 +107,11 @@ def test_other_methods_are_refused(server: Server) -> None:
 
 
 def test_responses_leave_in_one_segment_with_nodelay(server: Server) -> None:
-    # No Nagle stall: status line, headers and body arrive together, and the connection then closes.
+    # No Nagle stall: status line, headers and body arrive together, and the connection then closes (as the
+    # kubelet's probes ask: they never reuse a connection).
     host, port = server.address
     with socket.create_connection((host, port), timeout=5) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         first = sock.recv(65536)
         rest = b""
         while chunk := sock.recv(65536):

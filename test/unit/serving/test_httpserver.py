@@ -1,10 +1,12 @@
 """The bounded HTTP(S) server (controller.serving.httpserver) over real sockets on 127.0.0.1: the connection
 cap, the header and body deadlines against silent and trickling (slowloris) clients, the size caps, the
-parser's refusals, TLS >= 1.2, and a stop that joins everything. Limits are shortened through the constructor
-so the deadlines pass in a fraction of a second; clients wait on their sockets, never on a sleep."""
+parser's refusals, keep-alive (reuse, the idle timeout, closing the longest-idle connection to make room),
+TLS >= 1.2, and a stop that joins everything. Limits are shortened through the constructor so the deadlines
+pass in a fraction of a second; clients wait on their sockets, never on a sleep."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import ssl
 import threading
@@ -58,20 +60,52 @@ def serve() -> Iterator[Callable[..., HTTPServer]]:
         assert server.stop(10.0)
 
 
+def complete(answer: bytes, *, head_only: bool = False) -> bool:
+    """Whether ``answer`` holds a whole final answer (a 100 Continue skipped), by its Content-Length."""
+    while answer.startswith(b"HTTP/1.1 100 "):
+        answer = answer.partition(b"\r\n\r\n")[2]
+    head, sep, body = answer.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    if head_only:
+        return True
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            return len(body) >= int(value)
+    return False
+
+
+def read_answer(sock: Any, *, head_only: bool = False) -> bytes:
+    """Reads one answer (b"" when the server closes first), leaving the connection open."""
+    answer = b""
+    while not complete(answer, head_only=head_only):
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        answer += chunk
+    return answer
+
+
+def closed_by_server(sock: Any) -> bool:
+    """The server closed the connection (EOF or reset); a TimeoutError means it did not."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def exchange(
     address: tuple[str, int], data: bytes, *, wrap: Callable[[socket.socket], Any] | None = None
 ) -> bytes:
-    """Sends ``data`` and reads until the server closes the connection."""
+    """Sends ``data`` and reads one answer, or until the server closes the connection."""
     with socket.create_connection(address, timeout=10) as raw:
         sock = wrap(raw) if wrap is not None else raw
         sock.sendall(data)
-        chunks = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        except ConnectionResetError:
-            pass
-    return b"".join(chunks)
+        return read_answer(sock, head_only=data.startswith(b"HEAD "))
 
 
 def status_of(answer: bytes) -> int:
@@ -79,16 +113,18 @@ def status_of(answer: bytes) -> int:
     return int(answer[9:12])
 
 
-def test_a_request_is_answered_and_the_connection_closed(
+def test_a_request_is_answered_and_the_connection_closed_when_the_client_asks(
     serve: Callable[..., HTTPServer],
 ) -> None:
     recorder = Recorder()
     server = serve(recorder)
-    answer = exchange(
-        server.address,
-        b"POST /a/b?x=1&x=2 HTTP/1.1\r\nHost: h\r\nX-Thing: one\r\nX-Thing: two\r\n"
-        b"Content-Length: 5\r\n\r\nhello",
-    )
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(
+            b"POST /a/b?x=1&x=2 HTTP/1.1\r\nHost: h\r\nX-Thing: one\r\nX-Thing: two\r\n"
+            b"Connection: close\r\nContent-Length: 5\r\n\r\nhello"
+        )
+        answer = read_answer(sock)
+        assert closed_by_server(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b"\r\n")[0] == b"HTTP/1.1 200 OK"
     assert b"Connection: close" in head and b"Content-Length: 11" in head
@@ -162,9 +198,7 @@ def test_connections_beyond_the_cap_wait_until_a_slot_is_free(serve: Callable[..
         assert len([t for t in threading.enumerate() if t.name == "test-http/conn"]) == 2
         holders.pop().close()
         waiting.settimeout(10)
-        answer = b""
-        while chunk := waiting.recv(65536):
-            answer += chunk
+        answer = read_answer(waiting)
         assert status_of(answer) == 200 and answer.endswith(b"GET /late 0")
     finally:
         for sock in (*holders, waiting):
@@ -264,9 +298,7 @@ def test_expect_100_continue_is_answered_before_the_body(serve: Callable[..., HT
         sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
         assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(b"abc")
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+        answer = read_answer(sock)
     assert status_of(answer) == 200 and answer.endswith(b"POST / 3")
 
 
@@ -367,6 +399,256 @@ def test_a_taken_address_is_an_oserror_naming_it(serve: Callable[..., HTTPServer
 def test_limits_are_checked_naming_the_field(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Limits(**options)
+
+
+# --- keep-alive -------------------------------------------------------------------------------------------
+
+
+def connection_header(answer: bytes) -> bytes:
+    (value,) = [line[12:] for line in answer.split(b"\r\n") if line.startswith(b"Connection: ")]
+    return value
+
+
+def test_one_connection_serves_requests_one_after_another(serve: Callable[..., HTTPServer]) -> None:
+    recorder = Recorder()
+    server = serve(recorder)
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /one HTTP/1.1\r\nHost: h\r\n\r\n")
+        first = read_answer(sock)
+        sock.sendall(b"POST /two HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc")
+        second = read_answer(sock)
+        # pipelined: two requests in one write are answered in order
+        sock.sendall(b"GET /three HTTP/1.1\r\n\r\nGET /four HTTP/1.1\r\nConnection: close\r\n\r\n")
+        rest = b""
+        while chunk := sock.recv(65536):  # both answers, then the close the fourth asked for
+            rest += chunk
+    third, fourth = (b"HTTP/1.1 " + answer for answer in rest.split(b"HTTP/1.1 ")[1:])
+    assert first.endswith(b"GET /one 0") and connection_header(first) == b"keep-alive"
+    assert second.endswith(b"POST /two 3") and connection_header(second) == b"keep-alive"
+    assert third.endswith(b"GET /three 0") and connection_header(third) == b"keep-alive"
+    assert fourth.endswith(b"GET /four 0") and connection_header(fourth) == b"close"
+    assert [r.path for r in recorder.requests] == ["/one", "/two", "/three", "/four"]
+    wait_until(lambda: (server.statistics().served, server.statistics().reused) == (4, 3))
+
+
+@pytest.mark.parametrize(
+    ("request_line", "headers", "kept"),
+    [
+        (b"GET / HTTP/1.1", b"", True),
+        (b"GET / HTTP/1.1", b"Connection: close\r\n", False),
+        (b"GET / HTTP/1.1", b"Connection: Upgrade, CLOSE\r\n", False),
+        (b"GET / HTTP/1.0", b"", False),
+        (b"GET / HTTP/1.0", b"Connection: keep-alive\r\n", True),
+    ],
+    ids=[
+        "HTTP/1.1 keeps by default",
+        "HTTP/1.1 with Connection: close",
+        "a close token among others",
+        "HTTP/1.0 closes by default",
+        "HTTP/1.0 with Connection: keep-alive",
+    ],
+)
+def test_the_client_decides_whether_the_connection_is_kept(
+    serve: Callable[..., HTTPServer], request_line: bytes, headers: bytes, kept: bool
+) -> None:
+    server = serve()
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(request_line + b"\r\n" + headers + b"\r\n")
+        answer = read_answer(sock)
+        assert status_of(answer) == 200
+        assert connection_header(answer) == (b"keep-alive" if kept else b"close")
+        if kept:
+            sock.sendall(request_line + b"\r\n" + headers + b"\r\n")
+            assert status_of(read_answer(sock)) == 200
+        else:
+            assert closed_by_server(sock)
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\nshort", 408),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411),
+        (b"POST / HTTP/1.1\r\nContent-Length: 2000\r\n\r\n", 413),
+        (b"POST / HTTP/1.1\r\nContent-Length: 1\r\nExpect: magic\r\n\r\nx", 417),
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * 5000 + b"\r\n\r\n", 431),
+        (b"GET /boom HTTP/1.1\r\n\r\n", 500),
+    ],
+    ids=["400", "408", "411", "413", "417", "431", "500 from a handler that raised"],
+)
+def test_the_connection_is_closed_after_an_error_answer(
+    serve: Callable[..., HTTPServer], data: bytes, status: int
+) -> None:
+    def handler(request: Request) -> Response:
+        if request.path == "/boom":
+            raise RuntimeError("bug")
+        return Response(status=200, body=b"")
+
+    server = serve(handler)
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(data)
+        answer = read_answer(sock)
+        assert status_of(answer) == status and connection_header(answer) == b"close"
+        assert closed_by_server(sock)
+
+
+def test_an_early_answer_without_a_body_keeps_the_connection_and_one_with_a_body_closes_it(
+    serve: Callable[..., HTTPServer],
+) -> None:
+    server = serve(check_head=lambda request: Response(status=404, body=b"no\n"))
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /x HTTP/1.1\r\n\r\n")
+        assert connection_header(read_answer(sock)) == b"keep-alive"
+        sock.sendall(b"POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\n")  # the body is never read
+        assert connection_header(read_answer(sock)) == b"close"
+        assert closed_by_server(sock)
+
+
+def test_keep_alive_off_closes_after_every_answer(serve: Callable[..., HTTPServer]) -> None:
+    server = serve(limits=dataclasses.replace(FAST, keep_alive=False))
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert connection_header(read_answer(sock)) == b"close"
+        assert closed_by_server(sock)
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout(serve: Callable[..., HTTPServer]) -> None:
+    server = serve(limits=dataclasses.replace(FAST, idle_timeout=0.3))
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert status_of(read_answer(sock)) == 200
+        wait_until(lambda: server.statistics().idle == 1)
+        began = time.monotonic()
+        assert closed_by_server(sock)
+        assert time.monotonic() - began < 3.0
+    wait_until(lambda: server.statistics().active == 0)
+    stats = server.statistics()
+    assert (stats.idle_closed, stats.timed_out) == (1, 0)
+
+
+def test_the_next_requests_header_deadline_starts_with_its_first_byte(
+    serve: Callable[..., HTTPServer],
+) -> None:
+    # Idle longer than read_header_timeout (0.3 s) but within idle_timeout: the next request is still served;
+    # once it has started, a trickled rest is held to read_header_timeout from its first byte.
+    server = serve(limits=dataclasses.replace(FAST, idle_timeout=10.0))
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /a HTTP/1.1\r\n\r\n")
+        assert status_of(read_answer(sock)) == 200
+        sock.settimeout(0.6)
+        with pytest.raises(TimeoutError):
+            sock.recv(1)  # idle for 0.6 s: the server keeps the connection
+        sock.settimeout(10)
+        sock.sendall(b"GET /b HTTP/1.1\r\n\r\n")
+        assert read_answer(sock).endswith(b"GET /b 0")
+        sock.sendall(b"GET /c HT")  # then silence
+        began = time.monotonic()
+        assert closed_by_server(sock)
+        assert time.monotonic() - began < 3.0
+    wait_until(lambda: server.statistics().timed_out == 1)
+
+
+def test_with_every_slot_taken_the_longest_idle_connection_makes_room(
+    serve: Callable[..., HTTPServer],
+) -> None:
+    server = serve(limits=dataclasses.replace(FAST, max_connections=2, idle_timeout=60.0))
+    oldest = socket.create_connection(server.address, timeout=10)
+    newer = socket.create_connection(server.address, timeout=10)
+    try:
+        for sock in (oldest, newer):
+            sock.sendall(b"GET /first HTTP/1.1\r\n\r\n")
+            assert status_of(read_answer(sock)) == 200
+            wait_until(lambda: server.statistics().idle >= 1)
+        wait_until(lambda: server.statistics().idle == 2 and server.statistics().saturated)
+        assert status_of(exchange(server.address, b"GET /new HTTP/1.1\r\nConnection: close\r\n\r\n")) == 200
+        assert closed_by_server(oldest)
+        newer.sendall(b"GET /again HTTP/1.1\r\n\r\n")  # the newer one was left alone
+        assert read_answer(newer).endswith(b"GET /again 0")
+        stats = server.statistics()
+        assert stats.evicted == 1 and stats.active <= 2
+    finally:
+        oldest.close()
+        newer.close()
+
+
+def test_a_connection_in_the_middle_of_a_request_is_never_closed_for_room(
+    serve: Callable[..., HTTPServer],
+) -> None:
+    # Both slots hold a request in progress (one on a kept connection, one a first request): a new connection
+    # waits, unaccepted, until one of them is answered; that answer closes its connection for it.
+    limits = dataclasses.replace(
+        FAST, max_connections=2, read_header_timeout=30.0, read_timeout=30.0, idle_timeout=60.0
+    )
+    server = serve(limits=limits)
+    kept = socket.create_connection(server.address, timeout=10)
+    fresh = socket.create_connection(server.address, timeout=10)
+    waiting: socket.socket | None = None
+    try:
+        kept.sendall(b"GET /first HTTP/1.1\r\n\r\n")
+        assert status_of(read_answer(kept)) == 200
+        kept.sendall(b"GET /sec")  # mid-request
+        fresh.sendall(b"GET /fre")  # mid-request, its first
+        wait_until(lambda: server.statistics().active == 2 and server.statistics().idle == 0)
+        waiting = socket.create_connection(server.address, timeout=10)
+        waiting.sendall(b"GET /waiting HTTP/1.1\r\n\r\n")
+        waiting.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            waiting.recv(1)
+        assert server.statistics().evicted == 0
+        kept.sendall(b"ond HTTP/1.1\r\n\r\n")
+        second = read_answer(kept)
+        assert second.endswith(b"GET /second 0") and connection_header(second) == b"close"
+        assert closed_by_server(kept)
+        waiting.settimeout(10)
+        assert read_answer(waiting).endswith(b"GET /waiting 0")
+        fresh.sendall(b"sh HTTP/1.1\r\n\r\n")
+        assert read_answer(fresh).endswith(b"GET /fresh 0")
+        assert server.statistics().evicted == 0
+    finally:
+        for sock in (kept, fresh, waiting):
+            if sock is not None:
+                sock.close()
+
+
+def test_stop_ends_idle_connections_at_once(serve: Callable[..., HTTPServer]) -> None:
+    server = HTTPServer(
+        "stopping-idle", ("127.0.0.1", 0), Recorder(), limits=dataclasses.replace(FAST, idle_timeout=60.0)
+    )
+    server.start()
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert connection_header(read_answer(sock)) == b"keep-alive"
+        wait_until(lambda: server.statistics().idle == 1)
+        began = time.monotonic()
+        assert server.stop(10.0) is True
+        assert time.monotonic() - began < 5.0
+        assert closed_by_server(sock)
+    assert not [t for t in threading.enumerate() if t.name.startswith("stopping-idle/")]
+
+
+def test_an_answer_given_while_stopping_says_close(serve: Callable[..., HTTPServer]) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(request: Request) -> Response:
+        entered.set()
+        release.wait(10)
+        return Response(status=200, body=b"late")
+
+    server = HTTPServer("stopping-busy", ("127.0.0.1", 0), slow, limits=FAST)
+    server.start()
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert entered.wait(10)
+        stopper = threading.Thread(target=server.stop, args=(10.0,), name="test/stop-busy")
+        stopper.start()
+        wait_until(lambda: not server.serving)
+        release.set()
+        answer = read_answer(sock)
+        stopper.join(10)
+        assert answer.endswith(b"late") and connection_header(answer) == b"close"
+        assert closed_by_server(sock)
+    assert not stopper.is_alive()
 
 
 # --- TLS --------------------------------------------------------------------------------------------------

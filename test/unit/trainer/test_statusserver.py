@@ -545,7 +545,7 @@ def raw_exchange(server: StatusServer, ca_file: Path, data: bytes) -> bytes:
 @pytest.mark.parametrize(
     ("request_head", "status_line"),
     [
-        (f"FOO {PATH} HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 405 "),
+        (f"FOO {PATH} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"HTTP/1.1 405 "),
         ("garbage\r\n\r\n", b"HTTP/1.1 400 "),
         (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", b"HTTP/1.1 400 "),
         (f"POST {PATH} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"HTTP/1.1 411 "),

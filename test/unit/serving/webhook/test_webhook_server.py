@@ -1,9 +1,10 @@
 """The webhook server over real HTTPS on 127.0.0.1 (controller.serving.webhook.server), as behaviour:
 controller-runtime pkg/webhook/server_test.go and pkg/certwatcher/certwatcher_test.go, plus the limits this
-port adds (size, content length, read deadline, connection cap)."""
+port adds (size, content length, read deadline, connection cap, keep-alive)."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import ssl
 import threading
@@ -94,6 +95,21 @@ def test_a_review_round_trips_with_the_verdict_and_warnings(server: WebhookServe
         "message": "spec.x: Invalid value: 1: no",
     }
     assert response["warnings"] == ["careful"]
+
+
+def test_reviews_follow_one_another_on_one_connection(server: WebhookServer, certs: Certs) -> None:
+    # The API server's webhook client keeps its connections: a second review pays no TLS handshake.
+    conn = http.client.HTTPSConnection(*server.address, context=certs.client_context(), timeout=10)
+    try:
+        for uid in ("u-1", "u-2", "u-3"):
+            conn.request("POST", "/validate", review(uid=uid), {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            assert response.getheader("Connection") == "keep-alive"
+            assert orjson.loads(response.read())["response"]["uid"] == uid
+    finally:
+        conn.close()
+    stats = server.statistics()
+    assert (stats.served, stats.reused, stats.handshake_failures) == (3, 2, 0)
 
 
 def test_unknown_paths_are_404_and_other_methods_405(server: WebhookServer, certs: Certs) -> None:
