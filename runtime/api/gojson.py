@@ -36,11 +36,12 @@ Guarantees: the input is not modified and the result shares no dict or list with
 value whose JSON type does not fit its Go type (where Go's `Unmarshal` fails and upstream reports an
 error) and a quantity or time that does not parse are left as written, copied. Work is bounded by the
 size of the input: recursion follows the type (the table has no recursive type), and a value left as
-written is copied without recursion. Thread-safe: the nodes of every struct in the table are built once,
-all of them (about 10 ms), under a lock, by the first call from any thread; the others wait for it. A struct
-node is linked before its fields are filled (a struct may name itself), so a node handed out while another
-thread was still building it encoded every value as `{}`: five workers building their first snapshots at
-once wrote `{}` as the runtime of some of them, which no retry repairs.
+written is copied without recursion. Thread-safe: the node of every struct in the table is built when the
+module is imported (about 25 ms with the table), and Python's import lock makes a thread that imports it
+meanwhile wait; afterwards nodes are only read. (Built lazily, a struct node was linked before its fields
+were filled, since a struct may name itself, and a worker that asked while another built it encoded every
+value as `{}`: five workers building their first snapshots at once wrote `{}` as the runtime of some of
+them, which no retry repairs.)
 
 Deliberately missing: Go's encoder escapes `<`, `>` and `&` in strings (`\\u003c`); that is a property
 of the text, for whoever writes it. Go matches keys case-insensitively in `encoding/json`'s `Unmarshal`,
@@ -55,7 +56,6 @@ import functools
 import importlib.resources
 import json
 import re
-import threading
 from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
@@ -69,7 +69,6 @@ __all__ = [
     "go_json_training_runtime",
     "go_round_trip_jobset_spec",
     "go_semantic_form",
-    "prepare",
     "table",
 ]
 
@@ -93,7 +92,7 @@ def table() -> dict[str, Any]:
 
 def go_json(value: Any, go_type: str) -> Any:
     """`json.Marshal` of `value` decoded into `go_type` (a table type: `core/v1.Container`, `[]...`)."""
-    return _built_node(go_type).encode(value, False)[0]
+    return _node(go_type).encode(value, False)[0]
 
 
 def go_semantic_form(value: Any, go_type: str) -> Any:
@@ -103,7 +102,7 @@ def go_semantic_form(value: Any, go_type: str) -> Any:
     map with a nil one (not a nil pointer with a pointer to an empty struct); quantities are canonical, so
     equal values read equal (bar `1Ki` and `1024`, equal by `Cmp` but written apart).
     """
-    return _built_node(go_type).encode(value, True)[0]
+    return _node(go_type).encode(value, True)[0]
 
 
 def go_json_runtime_patch_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -351,35 +350,10 @@ _CUSTOM: dict[str, _Node] = {
 }
 
 
-def prepare() -> None:
-    """Build the node of every struct in the table now (the first `go_json` does it otherwise)."""
-    global _prepared  # noqa: PLW0603 - set once, under the lock
-    if _prepared:
-        return
-    with _BUILD_LOCK:
-        if not _prepared:
-            for name in table()["structs"]:
-                _node(name)
-            _prepared = True
-
-
-def _built_node(go_type: str) -> _Node:
-    """`_node`, once every struct node is complete (`prepare`): the only way in from outside the builder."""
-    if not _prepared:
-        prepare()
-    return _node(go_type)
-
-
-_BUILD_LOCK = threading.Lock()
-_prepared = False
-"""Every struct of the table has its node in `_STRUCTS`, fields filled. Set once, under `_BUILD_LOCK`."""
-
-
 @functools.cache
 def _node(go_type: str) -> _Node:
     """The node for a table type string; an unknown name reads as `any` (its value is kept as written).
-    Builds struct nodes: called only by `prepare` (under its lock) and, once it has run, for the composite
-    types (pointers, slices, maps) of complete nodes."""
+    Struct nodes are built only at import (`_build_structs`); later calls find them complete."""
     if go_type.startswith("*"):
         return _Pointer(_node(go_type[1:]))
     if go_type.startswith("[]"):
@@ -434,3 +408,12 @@ def _flatten(name: str, structs: Mapping[str, Any]) -> list[_Field]:
         always = not (omitzero or (omitempty and absent_empty))
         fields.append(_Field(json_name, node, omitempty, omitzero, collection, always))
     return fields
+
+
+def _build_structs() -> None:
+    """Build the node of every struct in the table (at import: see the module docstring)."""
+    for name in table()["structs"]:
+        _node(name)
+
+
+_build_structs()

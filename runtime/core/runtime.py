@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from runtime.api import constants, gojson
+from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
 from runtime.api.views import ObjectView, TrainJobView, as_dict, copy_json, find_condition
 from runtime.buildable import MAX_INT32, UnbuildableError, runtime_errors, trainjob_errors
@@ -496,7 +496,6 @@ class RuntimeRegistry(Mapping[str, Runtime]):
         self.framework = framework
         self._runtimes = {kind.key: Runtime(kind, framework) for kind in kinds}
         preload_runtime_schema()
-        gojson.prepare()
 
     def __getitem__(self, key: str) -> Runtime:
         return self._runtimes[key]

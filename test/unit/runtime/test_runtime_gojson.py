@@ -11,7 +11,9 @@ runtime-patch immutability check (Go's `equality.Semantic.DeepEqual`).
 from __future__ import annotations
 
 import copy
-import threading
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,6 @@ from typing import Any
 import pytest
 import yaml
 
-from runtime.api import gojson
 from runtime.api.gojson import (
     RESOURCE_REQUIREMENTS,
     RUNTIME_PATCH_SPEC,
@@ -476,52 +477,19 @@ def test_the_quantity_memo_keeps_no_long_text() -> None:
     assert gojson._canonical_quantity.cache_info().currsize == 1  # "1Gi" only
 
 
-@pytest.fixture
-def unbuilt_nodes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The type nodes as in a fresh process: none built yet (restored afterwards)."""
-    monkeypatch.setattr(gojson, "_STRUCTS", {})
-    monkeypatch.setattr(gojson, "_prepared", False)
-    gojson._node.cache_clear()
-    yield
-    gojson._node.cache_clear()
-
-
-def test_a_thread_that_asks_while_another_builds_the_nodes_waits_for_complete_ones(
-    unbuilt_nodes: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The first caller is stopped inside the build, after the first struct node is linked and before its
-    # fields are filled; a second caller asks meanwhile. It must wait and get the runtime whole: before the
-    # build lock, it got the half-built node and encoded the runtime as {} (the snapshot then held no runtime
-    # and its TrainJob failed for good).
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": "mpi", "namespace": "ns"},
-        "spec": {"mlPolicy": {"numNodes": 1}},
-    }
-    building, second_done = threading.Event(), threading.Event()
-    flatten = gojson._flatten
-
-    def paused_flatten(name: str, structs: Any) -> Any:
-        if not building.is_set():
-            building.set()
-            # With the lock, the second caller blocks until this build ends: the wait runs out.
-            second_done.wait(timeout=0.2)
-        return flatten(name, structs)
-
-    monkeypatch.setattr(gojson, "_flatten", paused_flatten)
-    results: dict[str, Any] = {}
-
-    def second() -> None:
-        building.wait(timeout=10)
-        results["second"] = go_json_training_runtime(runtime)
-        second_done.set()
-
-    thread = threading.Thread(target=second, name="gojson-second-caller")
-    thread.start()
-    results["first"] = go_json_training_runtime(runtime)
-    thread.join(timeout=10)
-    assert not thread.is_alive()
-    for caller in ("first", "second"):
-        assert results[caller]["metadata"]["name"] == "mpi", (caller, results[caller])
-        assert results[caller]["spec"]["mlPolicy"]["numNodes"] == 1, (caller, results[caller])
+def test_every_struct_node_is_complete_once_the_module_is_imported() -> None:
+    # In a fresh interpreter: nodes built lazily were handed to a second worker half-built (linked before
+    # their fields were filled), which then encoded the runtime of its snapshot as {} and failed the
+    # TrainJob for good. Built at import, under Python's import lock, no thread can see one half-built.
+    probe = (
+        "import json\n"
+        "from runtime.api import gojson\n"
+        "structs = gojson.table()['structs']\n"
+        "built = {n: len(s.fields) for n, s in gojson._STRUCTS.items()}\n"
+        "print(json.dumps({'missing': sorted(set(structs) - set(built)),"
+        " 'empty': sorted(n for n in structs if structs[n] and not built.get(n))}))\n"
+    )
+    answer = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(answer.stdout) == {"missing": [], "empty": []}
