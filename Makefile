@@ -75,7 +75,7 @@ soak: venv binaries
 	$(PY) -m pytest test/reliability -m soak -s -p no:cacheprovider --timeout=3600 $(PYTEST_ARGS)
 
 # Our controller and upstream's Go controller side by side at scale, with the micro benchmarks above as one
-# step (test/benchmark/scale, run by hack/bench_scale.py; about 35 min on 2 cores; not part of `make test`):
+# step (test/benchmark/scale, run by hack/bench_scale.py; about 40 min on 2 cores; not part of `make test`):
 # the table on stdout, JSON and PNG plots into docs/performance/. BENCH_ARGS=--quick for a smoke run (into build/bench-scale-quick/).
 bench-scale: venv binaries
 	$(PY) -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install --quiet -e '.[bench]'
