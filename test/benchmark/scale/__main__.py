@@ -26,7 +26,7 @@ from benchmark.scale import (
     stamp,
 )
 from benchmark.scale.managers import Session
-from benchmark.scale.proc import load_average
+from benchmark.scale.proc import PY_SPY_MISSING, load_average, py_spy
 from benchmark.scale.report import (
     _jsonable,
     dump_json,
@@ -107,6 +107,8 @@ def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.profile is not None and py_spy() is None:
+        raise SystemExit(PY_SPY_MISSING)  # before any scenario, not after the first one's populate
     scenarios = [] if args.report else _split(args.scenarios, SCENARIOS, "scenarios")
     controllers = _split(args.controllers, CONTROLLERS, "controllers")
     quick = args.quick

@@ -62,6 +62,14 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+PY_SPY_MISSING = "bench_scale.py: --profile needs py-spy (pip install py-spy)"
+
+
+def py_spy() -> str | None:
+    """The py-spy executable beside this Python, or on the PATH; None without one."""
+    return shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+
+
 @contextlib.contextmanager
 def profiled(pid: int, output: Path | None) -> Iterator[None]:
     """py-spy sampling ``pid`` (the thread holding the GIL: where Python spends CPU) while the block runs,
@@ -70,9 +78,9 @@ def profiled(pid: int, output: Path | None) -> Iterator[None]:
     if output is None:
         yield
         return
-    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    spy = py_spy()
     if spy is None:
-        raise SystemExit("bench_scale.py: --profile needs py-spy (pip install py-spy)")
+        raise SystemExit(PY_SPY_MISSING)
     output.parent.mkdir(parents=True, exist_ok=True)
     argv = [
         spy,
