@@ -63,6 +63,11 @@ def metric_sum(samples: Iterable[Sample], family: str, **match: str) -> float:
     )
 
 
+def metric_delta(before: Iterable[Sample], after: Iterable[Sample], family: str, **match: str) -> float:
+    """How much ``metric_sum`` of ``family`` and ``match`` grew from the scrape ``before`` to ``after``."""
+    return metric_sum(after, family, **match) - metric_sum(before, family, **match)
+
+
 RequestKey = tuple[str, str, str]
 """(verb, resource[/subresource], HTTP code) as kube-apiserver's ``apiserver_request_total`` labels them."""
 

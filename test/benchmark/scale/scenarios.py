@@ -40,6 +40,7 @@ from benchmark.scale.metrics import (
     histogram_buckets,
     histogram_quantile,
     managers_requests,
+    metric_delta,
     metric_sum,
     percentile,
     subtract,
@@ -97,20 +98,20 @@ def distribution(values: Sequence[float]) -> dict[str, float]:
 def _reconcile_outcomes(before: Sequence[Sample], after: Sequence[Sample]) -> dict[str, float]:
     outcomes: dict[str, float] = {}
     for result in ("success", "error", "requeue", "requeue_after"):
-        outcomes[result] = metric_sum(
-            after, "controller_runtime_reconcile_total", controller=CONTROLLER, result=result
-        ) - metric_sum(before, "controller_runtime_reconcile_total", controller=CONTROLLER, result=result)
+        outcomes[result] = metric_delta(
+            before, after, "controller_runtime_reconcile_total", controller=CONTROLLER, result=result
+        )
     return outcomes
+
+
+def _reconcile_errors(before: Sequence[Sample], after: Sequence[Sample]) -> float:
+    return metric_delta(before, after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER)
 
 
 def _client_requests(before: Sequence[Sample], after: Sequence[Sample]) -> dict[str, float]:
     """The manager's own ``rest_client_requests_total`` by method (all codes): a cross-check."""
     methods = {s.label("method") for s in after if s.name == "rest_client_requests_total"}
-    return {
-        m: metric_sum(after, "rest_client_requests_total", method=m)
-        - metric_sum(before, "rest_client_requests_total", method=m)
-        for m in sorted(methods)
-    }
+    return {m: metric_delta(before, after, "rest_client_requests_total", method=m) for m in sorted(methods)}
 
 
 def run_burst(
@@ -179,10 +180,7 @@ def run_burst(
         },
         "client_requests": _client_requests(samples_before, samples_after),
         "reconciles": outcomes,
-        "reconcile_errors": metric_sum(
-            samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
-        )
-        - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
+        "reconcile_errors": _reconcile_errors(samples_before, samples_after),
         "cpu_s": cpu_after - cpu_before,
         "cpu_s_per_trainjob": (cpu_after - cpu_before) / n,
         # Cores each process kept busy from the first create until the last JobSet was seen: on a 2-core
@@ -270,10 +268,7 @@ def run_steady(session: Session, which: str, rates: Sequence[int], seconds: floa
                 seen_jobsets[n] - seen_trainjobs[n] for n in seen_jobsets if n in seen_trainjobs
             ),
             "max_send_lateness_s": late,
-            "reconcile_errors": metric_sum(
-                samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
-            )
-            - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
+            "reconcile_errors": _reconcile_errors(samples_before, samples_after),
             "cpu_s_per_trainjob": (cpu_after - cpu_before) / len(names),
             "load_before": load_before,
             "load_after": load_average(),
@@ -497,17 +492,14 @@ def _webhook_figures(before: Sequence[Sample], after: Sequence[Sample]) -> dict[
     and the mean seconds a request took inside the server (``controller_runtime_webhook_latency_seconds``'
     sum over count, both paths; its decade buckets are too coarse for quantiles)."""
     requests = {
-        path: after_n - webhook_requests(before)[path] for path, after_n in webhook_requests(after).items()
+        path: metric_delta(before, after, WEBHOOK_REQUESTS, webhook=path) for path in TRAINJOB_WEBHOOK_PATHS
     }
-    seconds = sum(
-        metric_sum(after, "controller_runtime_webhook_latency_seconds_sum", webhook=path)
-        - metric_sum(before, "controller_runtime_webhook_latency_seconds_sum", webhook=path)
-        for path in TRAINJOB_WEBHOOK_PATHS
-    )
-    count = sum(
-        metric_sum(after, "controller_runtime_webhook_latency_seconds_count", webhook=path)
-        - metric_sum(before, "controller_runtime_webhook_latency_seconds_count", webhook=path)
-        for path in TRAINJOB_WEBHOOK_PATHS
+    seconds, count = (
+        sum(metric_delta(before, after, family, webhook=path) for path in TRAINJOB_WEBHOOK_PATHS)
+        for family in (
+            "controller_runtime_webhook_latency_seconds_sum",
+            "controller_runtime_webhook_latency_seconds_count",
+        )
     )
     return {"webhook_requests": requests, "webhook_mean_s": seconds / count if count else math.nan}
 
@@ -617,10 +609,7 @@ def _admission_burst(session: Session, handle: Any, n: int) -> dict[str, Any]:
         "create_latencies_s": sorted(latencies.values()),
         "jobset_seen_s": sorted(t - start for t in seen.values()),
         **_webhook_figures(samples_before, samples_after),
-        "reconcile_errors": metric_sum(
-            samples_after, "controller_runtime_reconcile_errors_total", controller=CONTROLLER
-        )
-        - metric_sum(samples_before, "controller_runtime_reconcile_errors_total", controller=CONTROLLER),
+        "reconcile_errors": _reconcile_errors(samples_before, samples_after),
         "load_before": load_before,
         "load_after": load_average(),
     }
