@@ -7,5 +7,7 @@ distinct name from ``cmd/trainer_controller_manager/`` (``[tool.setuptools.packa
 - :mod:`.flags`: the command line (upstream's flags, with Go's spellings).
 - :mod:`.serving`: where the servers bind and which namespace holds the lease, from the configuration and
   the Pod's environment (``POD_IP``, ``POD_NAMESPACE``).
-- :mod:`.main`: :func:`~trainer_controller_manager.main.main`, the console script, and its exit codes.
+- :mod:`.main`: :func:`~trainer_controller_manager.main.main`, the manager's life, and its exit codes.
+- :mod:`.entrypoint`: the console script (and ``python -m``): the interpreter-wide choices made before any
+  import, then :func:`~trainer_controller_manager.main.main`.
 """

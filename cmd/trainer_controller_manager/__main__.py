@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from trainer_controller_manager.main import main
+from trainer_controller_manager.entrypoint import main
 
 raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""Raw HTTP to the API server over the official client's connection machinery (the only ``kubernetes`` user).
+"""Raw HTTP to the API server over the official client's connection machinery (the only ``kubernetes`` user,
+through ``controller.client.kubernetes_package``).
 
 Go origin: client-go ``rest.Config`` + ``transport`` (TLS, bearer-token rotation, user agent, dialer
 keepalive) and ``tools/clientcmd`` (kubeconfig and in-cluster loading, in controller-runtime's
@@ -33,8 +34,10 @@ What it does:
 Why not ``ApiClient.param_serialize`` + ``call_api``: in v37 ``RESTClientObject.request`` re-encodes any
 JSON-typed body with the stdlib ``json.dumps`` (so bytes cannot pass through, and every object would be
 serialised twice), and it adds client-go-style retries we implement, with metrics, one layer up. We use the
-same two pieces it is built on instead: the auth settings of the ``Configuration`` and the ``ApiClient``'s
-urllib3 pool manager (so proxy, SNI, CA data and client certificates are configured by the official code).
+same two pieces it is built on instead: the auth settings of the ``Configuration`` and the urllib3 pool
+manager of its ``RESTClientObject`` (so proxy, SNI, CA data and client certificates are configured by the
+official code). Those pieces are imported without the package's generated API classes and models
+(``controller.client.kubernetes_package``: 11 MiB of resident memory the manager never uses).
 
 Retries here (both paths alike): a failed connect is retried up to twice, and a broken read (a stale
 keep-alive connection) only for idempotent methods (GET, PUT, DELETE, HEAD); never a read timeout, never a
@@ -55,14 +58,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import urlencode, urlsplit
 
 import urllib3
 import urllib3.connectionpool
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
+from controller.client import kubernetes_package
 from controller.client.curl import CurlPool, supports
 from controller.client.errors import (
     ConfigError,
@@ -71,6 +73,12 @@ from controller.client.errors import (
     TransportError,
     WatchTimeout,
 )
+
+if TYPE_CHECKING:
+    from controller.client.kubernetes_package import Configuration
+
+# Loaded without the package's generated API and models (controller.client.kubernetes_package).
+_kubernetes = kubernetes_package.load()
 
 Query = Mapping[str, str | int | bool] | Sequence[tuple[str, str | int | bool]]
 
@@ -187,7 +195,7 @@ class Transport:
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        configuration: Configuration,
         *,
         pool_size: int = DEFAULT_POOL_SIZE,
         user_agent: str | None = None,
@@ -203,8 +211,10 @@ class Transport:
         if _is_loopback(configuration.host):
             configuration.proxy = None
         self._configuration = configuration
-        self._api_client = k8s_client.ApiClient(configuration)
-        self._pool: urllib3.PoolManager = self._api_client.rest_client.pool_manager
+        # The urllib3 pool an ApiClient would build from this configuration (proxy, SNI, CA data, client
+        # certificates, keepalive socket options), without the ApiClient and its generated models.
+        self._rest = _kubernetes.rest.RESTClientObject(configuration)
+        self._pool: urllib3.PoolManager = self._rest.pool_manager
         # Whole-answer requests go over libcurl when the configuration needs nothing it lacks (much less
         # client CPU per request: controller.client.curl); watches, and any other configuration, urllib3.
         self._curl: CurlPool | None = (
@@ -231,25 +241,25 @@ class Transport:
         cls, path: str | None = None, context: str | None = None, **options: Any
     ) -> Transport:
         """From a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config`` when ``path`` is None)."""
-        configuration = k8s_client.Configuration()
+        configuration = _kubernetes.configuration()
         try:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            _kubernetes.config.load_kube_config(
                 config_file=path,
                 context=context,
                 client_configuration=configuration,
                 persist_config=False,
             )
-        except (k8s_config.ConfigException, OSError, KeyError, ValueError) as exc:
+        except (_kubernetes.config.ConfigException, OSError, KeyError, ValueError) as exc:
             raise ConfigError(f"cannot load kubeconfig {path or '(default)'}: {exc}") from exc
         return cls(configuration, **options)
 
     @classmethod
     def in_cluster(cls, **options: Any) -> Transport:
         """From the pod's service account (token and CA under ``/var/run/secrets/kubernetes.io``)."""
-        configuration = k8s_client.Configuration()
+        configuration = _kubernetes.configuration()
         try:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (k8s_config.ConfigException, OSError) as exc:
+            _kubernetes.config.load_incluster_config(client_configuration=configuration)
+        except (_kubernetes.config.ConfigException, OSError) as exc:
             raise ConfigError(f"cannot load in-cluster config: {exc}") from exc
         return cls(configuration, **options)
 
@@ -280,7 +290,7 @@ class Transport:
         **options: Any,
     ) -> Transport:
         """For a server given by URL, with optional bearer token and TLS files (tests, stubs, tools)."""
-        configuration = k8s_client.Configuration(host=url.rstrip("/"))
+        configuration = _kubernetes.configuration(host=url.rstrip("/"))
         if token:
             configuration.api_key["BearerToken"] = token
             configuration.api_key_prefix["BearerToken"] = "Bearer"
@@ -409,7 +419,7 @@ class Transport:
 
     def close(self) -> None:
         """Close every pooled connection. Streams still open keep theirs until they are closed."""
-        self._api_client.close()  # type: ignore[no-untyped-call]
+        self._rest.close()
         if self._curl is not None:
             self._curl.close()
 

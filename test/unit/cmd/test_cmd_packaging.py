@@ -46,8 +46,9 @@ def test_the_wheel_declares_the_script_and_carries_its_package(tmp_path: Path) -
         names = archive.namelist()
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         declared = archive.read(entry_points).decode()
-    assert f"{SCRIPT} = trainer_controller_manager.main:main" in declared.splitlines()
+    assert f"{SCRIPT} = trainer_controller_manager.entrypoint:main" in declared.splitlines()
     assert "trainer_controller_manager/main.py" in names
+    assert "trainer_controller_manager/entrypoint.py" in names
     assert "trainer_controller_manager/__init__.py" in names
     assert not [n for n in names if n.startswith("cmd/")]
 
