@@ -36,8 +36,9 @@ JSON-typed body with the stdlib ``json.dumps`` (so bytes cannot pass through, an
 serialised twice), and it adds client-go-style retries we implement, with metrics, one layer up. We use the
 same two pieces it is built on instead: the auth settings of the ``Configuration`` and the urllib3 pool
 manager of its ``RESTClientObject`` (so proxy, SNI, CA data and client certificates are configured by the
-official code). Those pieces are imported without the package's generated API classes and models
-(``controller.client.kubernetes_package``: 11 MiB of resident memory the manager never uses).
+official code). Those pieces are imported without the package's generated API classes and models, nor the
+OIDC refresh's requests and oauthlib until a kubeconfig uses it (``controller.client.kubernetes_package``:
+16 MiB of resident memory the manager never uses).
 
 Retries here (both paths alike): a failed connect is retried up to twice, and a broken read (a stale
 keep-alive connection) only for idempotent methods (GET, PUT, DELETE, HEAD); never a read timeout, never a

@@ -29,7 +29,8 @@ def test_the_pieces_load_without_the_generated_api() -> None:
             type(pool).__name__,
             pieces.config.load_kube_config.__module__,
             sorted(m for m in ("pydantic", "kubernetes.client.models", "kubernetes.client.api_client",
-                               "kubernetes.watch", "kubernetes.dynamic") if m in sys.modules),
+                               "kubernetes.watch", "kubernetes.dynamic", "requests",
+                               "oauthlib.oauth2.rfc6749") if m in sys.modules),
         ]))
         """
     )
@@ -88,3 +89,23 @@ def test_a_package_imported_before_is_used_as_it_is() -> None:
         """
     )
     assert answer == [True, False]
+
+
+def test_the_oidc_refresh_gets_what_it_uses() -> None:
+    # kube_config binds OAuth2Session and oauthlib.oauth2 at import and uses them only in an OIDC refresh.
+    answer = _run(
+        """
+        import json
+        from controller.client import kubernetes_package
+        kubernetes_package.load()
+        from kubernetes.config import kube_config
+        session = kube_config.OAuth2Session(client_id="trainer", auto_refresh_url="https://127.0.0.1/t")
+        from requests_oauthlib import OAuth2Session
+        from requests_oauthlib.oauth2_session import OAuth2Session as Real
+        import requests
+        error = kube_config.oauthlib.oauth2.rfc6749.errors.InvalidClientIdError
+        print(json.dumps([type(session) is Real, OAuth2Session is Real, error.__module__,
+                          isinstance(session, requests.Session)]))
+        """
+    )
+    assert answer == [True, True, "oauthlib.oauth2.rfc6749.errors", True]

@@ -3,7 +3,8 @@
 - the `cel` package (and the command-line front end it pulls in, prompt_toolkit and rich: about 28 MiB
   resident) only when a CRD rule is evaluated, which the manager never does (`trainer-render` does);
 - from `kubernetes`, only the configuration loaders and the REST pool, not the generated API classes and
-  pydantic models (`controller.client.kubernetes_package`: 11 MiB);
+  pydantic models, nor requests and oauthlib for an OIDC refresh that never runs
+  (`controller.client.kubernetes_package`: 16 MiB);
 - no `rich` (nor `pygments`) once the console script has prepared the interpreter (`entrypoint`: 4 MiB).
 """
 
@@ -13,7 +14,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("cel", "prompt_toolkit", "rich", "pygments", "pydantic", "kubernetes.client.models")
+HEAVY = ("cel", "prompt_toolkit", "rich", "pygments", "pydantic", "kubernetes.client.models", "requests")
 
 
 def _imported(prologue: str) -> tuple[list[str], list[str]]:
