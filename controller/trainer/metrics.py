@@ -4,10 +4,13 @@ Go origin: none; kubeflow/trainer exposes only controller-runtime's families. Na
 conventions under the ``kubeflow_trainer_`` prefix; ``docs/metrics.md`` is the operator's page (names, labels,
 buckets, queries) and the tests assert the exposition it describes.
 
-- ``kubeflow_trainer_trainjobs{state}`` (gauge): TrainJobs by state, computed at scrape time by
-  :class:`TrainJobStateCollector` from the informer cache (no API call, no bookkeeping on the reconcile path,
-  so it cannot drift). Every state in :data:`STATES` is exported, zero included; :class:`TrainJobStateMetrics`
-  registers it while the manager runs.
+- ``kubeflow_trainer_trainjobs{state}`` (gauge): TrainJobs by state. :class:`TrainJobStateCounts` keeps the
+  five counts from the TrainJob informer's own notifications (an add counts the object, an update moves it
+  when its state changed, a delete, tombstone included, uncounts the last state the informer delivered), so
+  they follow the informer's store exactly and cannot drift: no API call, no bookkeeping on the reconcile
+  path. A scrape reads five integers (:class:`TrainJobStateCollector`); it used to walk every cached
+  TrainJob, 60 ms of the GIL per scrape at 10,000. Every state in :data:`STATES` is exported, zero
+  included; :class:`TrainJobStateMetrics` registers both while the manager runs.
 - ``kubeflow_trainer_trainjob_jobset_creation_seconds`` (histogram, :data:`JOBSET_CREATION_BUCKETS`): from
   a TrainJob's ``creationTimestamp`` to the first apply of its JobSet (:func:`observe_jobset_created`).
 - ``kubeflow_trainer_reconcile_failures_total{reason}`` (counter): failed TrainJob reconciles by
@@ -15,7 +18,9 @@ buckets, queries) and the tests assert the exposition it describes.
 
 Guarantees: bounded cardinality (at most 5 + 7 series plus the histogram's 17): no per-TrainJob label and
 no ``namespace`` label (namespaces are created by users; a label per namespace would grow without bound).
-A failing ``list_trainjobs`` drops the gauge from that scrape (logged) instead of failing the whole scrape.
+A failing counts source drops the gauge from that scrape (logged) instead of failing the whole scrape.
+Cost: one state computation (over the TrainJob's conditions and ``jobsStatus``) per informer notification,
+O(1) per scrape.
 
 Deliberately missing: a per-namespace breakdown (derive it from the API, e.g. with kube-state-metrics'
 custom-resource state, if you need it) and the "Running" the SDK computes from Pods (we read only the
@@ -35,7 +40,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from controller import metrics
-from controller.cache.informer_cache import CacheNotStarted, InformerCache
+from controller.cache.informer_cache import InformerCache
+from controller.informers.shared_informer import Registration, SharedIndexInformer
+from controller.informers.store import DeletedFinalStateUnknown
 from controller.trainer.kinds import TRAINJOB
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "STATE_RUNNING",
     "STATE_SUSPENDED",
     "TrainJobStateCollector",
+    "TrainJobStateCounts",
     "TrainJobStateMetrics",
     "count_reconcile_failure",
     "observe_jobset_created",
@@ -111,15 +119,52 @@ def trainjob_state(trainjob: Mapping[str, Any]) -> str:
     return STATE_CREATED
 
 
-class TrainJobStateCollector(Collector):
-    """Computes ``kubeflow_trainer_trainjobs{state}`` at scrape time from ``list_trainjobs()`` (the cache).
+class TrainJobStateCounts:
+    """TrainJobs by state, kept from an informer's notifications (a ``ResourceEventHandler``).
 
-    ``list_trainjobs`` is called once per scrape, on the scraping thread; it must not block for long and
-    must return read-only objects (the collector only reads them).
+    Each notification is counted under one lock: ``on_add`` counts the object's state, ``on_update`` moves
+    one TrainJob from the old object's state to the new one's, ``on_delete`` uncounts the state of the last
+    object the informer delivered (a ``DeletedFinalStateUnknown`` tombstone carries it). The informer
+    delivers exactly the transitions of its store, so the counts are the store's; until its initial list
+    has been delivered they are partial.
     """
 
-    def __init__(self, list_trainjobs: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
-        self._list_trainjobs = list_trainjobs
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(STATES, 0)
+
+    def on_add(self, obj: Any, is_in_initial_list: bool) -> None:
+        state = trainjob_state(obj)
+        with self._lock:
+            self._counts[state] += 1
+
+    def on_update(self, old: Any, new: Any) -> None:
+        before, after = trainjob_state(old), trainjob_state(new)
+        if before != after:
+            with self._lock:
+                self._counts[before] -= 1
+                self._counts[after] += 1
+
+    def on_delete(self, obj: Any) -> None:
+        state = trainjob_state(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
+        with self._lock:
+            self._counts[state] -= 1
+
+    def snapshot(self) -> dict[str, int]:
+        """The five counts, copied."""
+        with self._lock:
+            return dict(self._counts)
+
+    def __repr__(self) -> str:
+        return f"TrainJobStateCounts({self.snapshot()})"
+
+
+class TrainJobStateCollector(Collector):
+    """Exports ``kubeflow_trainer_trainjobs{state}`` at scrape time from ``counts()`` (state → TrainJobs),
+    called once per scrape on the scraping thread; a state it leaves out reads 0."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self._counts = counts
 
     def _family(self) -> GaugeMetricFamily:
         return GaugeMetricFamily(
@@ -129,38 +174,34 @@ class TrainJobStateCollector(Collector):
         )
 
     def describe(self) -> Iterator[Metric]:
-        """The family without samples: registering never calls ``list_trainjobs``."""
+        """The family without samples: registering never calls ``counts``."""
         yield self._family()
 
     def collect(self) -> Iterator[Metric]:
-        counts = dict.fromkeys(STATES, 0)
         try:
-            for trainjob in self._list_trainjobs():
-                counts[trainjob_state(trainjob)] += 1
+            counts = self._counts()
         except Exception as exc:  # noqa: BLE001 - one bad source must not fail the whole scrape; logged
             _log.warning("metrics.trainjobs_unavailable", error=str(exc), error_type=type(exc).__name__)
             return
         family = self._family()
         for state in STATES:
-            family.add_metric([state], counts[state])
+            family.add_metric([state], counts.get(state, 0))
         yield family
 
     def __repr__(self) -> str:
-        return f"TrainJobStateCollector({self._list_trainjobs!r})"
+        return f"TrainJobStateCollector({self._counts!r})"
 
 
 _registered_lock = threading.Lock()
 
 
-def register_state_collector(
-    list_trainjobs: Callable[[], Iterable[Mapping[str, Any]]],
-) -> TrainJobStateCollector:
+def register_state_collector(counts: Callable[[], Mapping[str, int]]) -> TrainJobStateCollector:
     """Creates a :class:`TrainJobStateCollector` and registers it in ``controller.metrics.REGISTRY``.
 
     At most one can be registered at a time (a second raises ValueError: duplicate metric name); call
     :func:`unregister_state_collector` when its source goes away (the manager stops, a test ends).
     """
-    collector = TrainJobStateCollector(list_trainjobs)
+    collector = TrainJobStateCollector(counts)
     with _registered_lock:
         metrics.REGISTRY.register(collector)
     return collector
@@ -173,7 +214,8 @@ def unregister_state_collector(collector: TrainJobStateCollector) -> None:
 
 
 class TrainJobStateMetrics:
-    """Registers the `kubeflow_trainer_trainjobs` collector while the manager runs (a `Runnable`)."""
+    """While the manager runs (a `Runnable`): a :class:`TrainJobStateCounts` registered on the cache's
+    TrainJob informer (its own delivery thread) and the `kubeflow_trainer_trainjobs` collector reading it."""
 
     name = "trainjob-state-metrics"
 
@@ -181,23 +223,26 @@ class TrainJobStateMetrics:
         self._cache = cache
         self._lock = threading.Lock()
         self._collector: TrainJobStateCollector | None = None
-
-    def _list(self) -> list[dict[str, Any]]:
-        try:
-            return self._cache.list(TRAINJOB)
-        except CacheNotStarted:
-            return []
+        self._registration: tuple[SharedIndexInformer, Registration] | None = None
 
     def start(self, stop: threading.Event) -> None:
         with self._lock:
-            if self._collector is None:
-                self._collector = register_state_collector(self._list)
+            if self._collector is not None:
+                return
+            counts = TrainJobStateCounts()
+            informer = self._cache.get_informer(TRAINJOB, block_until_synced=False)
+            self._registration = (informer, informer.add_event_handler(counts))
+            self._collector = register_state_collector(counts.snapshot)
 
     def stop(self, timeout: float | None = None) -> bool:
         with self._lock:
-            if self._collector is not None:
-                unregister_state_collector(self._collector)
-                self._collector = None
+            collector, self._collector = self._collector, None
+            registration, self._registration = self._registration, None
+        if collector is not None:
+            unregister_state_collector(collector)
+        if registration is not None:
+            informer, handle = registration
+            informer.remove_event_handler(handle)
         return True
 
     def need_leader_election(self) -> bool:

@@ -358,8 +358,8 @@ def run_scale(session: Session, which: str, n: int, profile: Path | None = None)
             if now.reconciles >= n and not now.depth and not now.active:
                 drained_at = time.time()
                 break
-            # Each poll is a metrics scrape, which costs the manager too (ours counts its TrainJobs by
-            # state at scrape time): twice a second keeps that small, for 0.25 s of resolution.
+            # Each poll is a metrics scrape, which costs the manager a little: twice a second keeps that
+            # small, for 0.25 s of resolution.
             pause.wait(0.5)
     synced_at = wait_workers_started(which, handle)
     wait_settled(handle, quiet=2.0)

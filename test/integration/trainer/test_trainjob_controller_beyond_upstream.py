@@ -204,13 +204,43 @@ def test_no_configmap_or_secret_without_our_label_enters_the_cache(
     assert "foreign" not in snapshots
 
 
-def test_metrics_show_the_trainer_families(trainer: Any, client: Client, namespace: str) -> None:
-    host, port = trainer.manager.metrics_address  # type: ignore[misc]
+def _metrics(trainer: Any) -> str:
+    host, port = trainer.manager.metrics_address
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
-        body = response.read().decode()
+        body: str = response.read().decode()
+    return body
+
+
+def _state_counts(trainer: Any) -> dict[str, float]:
+    found = re.findall(r'^kubeflow_trainer_trainjobs\{state="(\w+)"\} (\S+)$', _metrics(trainer), re.M)
+    return {state: float(value) for state, value in found}
+
+
+def test_metrics_show_the_trainer_families(trainer: Any, client: Client, namespace: str) -> None:
+    body = _metrics(trainer)
     assert 'controller_runtime_max_concurrent_reconciles{controller="trainjob_controller"} 5.0' in body
     assert "kubeflow_trainer_trainjobs" in body
     assert "kubeflow_trainer_trainjob_jobset_creation_seconds" in body
+
+
+def test_the_state_gauge_follows_trainjobs_through_the_informer(
+    trainer: Any, client: Client, namespace: str, eventually: Eventually
+) -> None:
+    # The counts come from the TrainJob informer's notifications: a create, a change of state and a
+    # delete each move them (other tests' TrainJobs may be counted too, hence the differences).
+    before = eventually(lambda: _state_counts(trainer), timeout=10)
+    _create(client, alpha_runtime(namespace))
+    _create(client, trainjob(namespace, "alpha", "alpha", suspend=True, trainer={"numNodes": 2}))
+
+    def moved(state: str, by: float) -> None:
+        now = _state_counts(trainer)
+        assert now[state] - before[state] == by, now
+
+    eventually(lambda: moved("Suspended", 1), timeout=20)
+    client.patch(TRAINJOB, "alpha", {"spec": {"suspend": False}}, namespace)
+    eventually(lambda: (moved("Suspended", 0), moved("Created", 1)), timeout=20)
+    client.delete(TRAINJOB, "alpha", namespace)
+    eventually(lambda: (moved("Suspended", 0), moved("Created", 0)), timeout=20)
 
 
 def test_a_running_jobset_is_cached_without_its_pod_templates_and_drift_is_still_repaired(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import random
 import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, timezone
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from controller.informers.store import DeletedFinalStateUnknown
 from controller.metrics import REGISTRY
 from controller.trainer.metrics import (
     JOBSET_CREATION_BUCKETS,
@@ -17,6 +20,7 @@ from controller.trainer.metrics import (
     REASON_BUILD,
     REASONS,
     STATES,
+    TrainJobStateCounts,
     count_reconcile_failure,
     observe_jobset_created,
     register_state_collector,
@@ -87,9 +91,9 @@ def test_each_trainjob_is_in_exactly_one_state(obj: Mapping[str, Any], state: st
 
 
 @pytest.fixture
-def trainjobs() -> Iterator[list[dict[str, Any]]]:
-    """A mutable list the state collector reads at every scrape; the collector is removed afterwards."""
-    current: list[dict[str, Any]] = []
+def counts() -> Iterator[dict[str, int]]:
+    """A mutable mapping the state collector reads at every scrape; the collector is removed afterwards."""
+    current: dict[str, int] = {}
     collector = register_state_collector(lambda: current)
     try:
         yield current
@@ -97,9 +101,8 @@ def trainjobs() -> Iterator[list[dict[str, Any]]]:
         unregister_state_collector(collector)
 
 
-def test_the_gauge_counts_trainjobs_by_state_at_scrape_time(trainjobs: list[dict[str, Any]]) -> None:
-    trainjobs += [trainjob(), trainjob(("Suspended", "True")), trainjob(("Complete", "True"))] * 2
-    trainjobs.append(trainjob(ready=1))
+def test_the_gauge_exports_every_state_at_scrape_time(counts: dict[str, int]) -> None:
+    counts.update({"Created": 2, "Suspended": 2, "Running": 1, "Complete": 2})
     assert samples("kubeflow_trainer_trainjobs") == {
         'kubeflow_trainer_trainjobs{state="Created"}': 2.0,
         'kubeflow_trainer_trainjobs{state="Suspended"}': 2.0,
@@ -107,30 +110,61 @@ def test_the_gauge_counts_trainjobs_by_state_at_scrape_time(trainjobs: list[dict
         'kubeflow_trainer_trainjobs{state="Complete"}': 2.0,
         'kubeflow_trainer_trainjobs{state="Failed"}': 0.0,
     }
-    trainjobs.clear()
+    counts.clear()
     assert set(samples("kubeflow_trainer_trainjobs").values()) == {0.0}
     assert "# TYPE kubeflow_trainer_trainjobs gauge" in exposition()
 
 
-def test_registering_never_lists_and_a_second_collector_is_refused() -> None:
+def test_the_counts_follow_the_informers_store_through_every_kind_of_notification() -> None:
+    # Random adds, updates (state changed or not), deletes and tombstones, as an informer delivers them for
+    # its store; after each one the counts equal a recount of the store.
+    rng = random.Random(26)
+    shapes = [
+        trainjob(),
+        trainjob(("Suspended", "True")),
+        trainjob(("Suspended", "False"), ready=2),
+        trainjob(("Complete", "True")),
+        trainjob(("Failed", "True")),
+        {"status": "garbage"},
+    ]
+    handler = TrainJobStateCounts()
+    store: dict[str, dict[str, Any]] = {}
+    for step in range(2_000):
+        name = f"tj-{rng.randrange(40)}"
+        obj = {**rng.choice(shapes), "metadata": {"name": name, "namespace": "ns"}}
+        old = store.get(name)
+        if old is None:
+            store[name] = obj
+            handler.on_add(obj, is_in_initial_list=step < 20)
+        elif rng.random() < 0.7:
+            store[name] = obj
+            handler.on_update(old, obj)
+        else:
+            del store[name]
+            handler.on_delete(DeletedFinalStateUnknown(f"ns/{name}", old) if rng.random() < 0.5 else old)
+        recount = collections.Counter(trainjob_state(o) for o in store.values())
+        assert handler.snapshot() == {state: recount.get(state, 0) for state in STATES}
+
+
+def test_registering_never_reads_and_a_second_collector_is_refused() -> None:
     calls: list[int] = []
 
-    def listing() -> list[dict[str, Any]]:
+    def reading() -> dict[str, int]:
         calls.append(1)
-        return []
+        return {}
 
-    collector = register_state_collector(listing)
+    collector = register_state_collector(reading)
     try:
         assert calls == []
         with pytest.raises(ValueError, match="Duplicated timeseries"):
-            register_state_collector(listing)
+            register_state_collector(reading)
     finally:
         unregister_state_collector(collector)
     assert "kubeflow_trainer_trainjobs" not in exposition()
 
 
 def test_a_failing_source_drops_only_the_gauge_from_the_scrape() -> None:
-    def broken() -> list[dict[str, Any]]:
+    def broken() -> dict[str, int]:
         raise RuntimeError("cache stopped")
 
     collector = register_state_collector(broken)
