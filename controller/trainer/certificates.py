@@ -13,7 +13,9 @@ adds controller-runtime's ``WithAuthenticationAndAuthorization``) and the ``read
   namespace, writing ``<cert_dir>/tls.crt``, ``tls.key`` and ``ca.crt`` and injecting the ``caBundle`` of
   ``validator.trainer.kubeflow.org`` and ``defaulter.trainer.kubeflow.org``; without it, only watches
   ``cert_dir`` for files provided by someone else. Either way adds the readiness check ``certificates``,
-  failing with "certificates are not ready" until a certificate is in place.
+  failing with "certificates are not ready" until a certificate is in place. The rotator's module, and with
+  it ``cryptography`` (8 MiB resident), is imported only when the rotator is added: a manager whose
+  certificates come from elsewhere (cert-manager) never loads it.
 - :func:`metrics_serving`: the :class:`~controller.manager.manager.ManagerOptions` fields for ``/metrics``:
   HTTPS from ``cert_dir`` (a :class:`~controller.serving.certwatcher.CertWatcher`: rotated certificates are
   served from the next connection) with the ``tls`` options when ``metrics.secureServing``, and the
@@ -30,7 +32,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -38,12 +40,14 @@ from controller.client.client import Client
 from controller.clock import Clock
 from controller.manager.manager import Manager
 from controller.serving.app import App
-from controller.serving.certs.rotator import CertRotator, RotatorOptions, WebhookConfigurationRef
 from controller.serving.certwatcher import CertWatcher
 from controller.serving.filters import authentication_and_authorization
 from controller.serving.tlsconfig import TLSOptions
 from controller.serving.webhook import DEFAULT_CERT_DIR
 from controller.trainer.config import Configuration
+
+if TYPE_CHECKING:
+    from controller.serving.certs.rotator import CertRotator, RotatorOptions
 
 __all__ = [
     "CA_NAME",
@@ -81,6 +85,8 @@ def rotator_options(
     config: Configuration, *, namespace: str, cert_dir: Path = DEFAULT_CERT_DIR, **overrides: Any
 ) -> RotatorOptions:
     """Upstream's rotator settings for ``namespace``; ``overrides`` (durations, interval) are for tests."""
+    from controller.serving.certs.rotator import RotatorOptions, WebhookConfigurationRef  # noqa: PLC0415
+
     management = config.cert_management
     return RotatorOptions(
         secret_namespace=namespace,
@@ -123,6 +129,10 @@ def setup_certificates(
             note="certManagement.enable is false: certificates must be provided externally",
         )
         return None
+    # Imported only here: the rotator's key and certificate code is `cryptography`, 8 MiB resident, which a
+    # manager whose certificates come from elsewhere (cert-manager) never needs.
+    from controller.serving.certs.rotator import CertRotator  # noqa: PLC0415
+
     options = rotator_options(
         config, namespace=namespace or DEFAULT_OPERATOR_NAMESPACE, cert_dir=cert_dir, **overrides
     )

@@ -62,9 +62,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric import x25519
+from typing import TYPE_CHECKING, Any
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
@@ -85,6 +83,9 @@ from runtime.info import Info
 from runtime.ownership import owned_object_metadata, owned_object_watches
 from runtime.plugins.trainernode import trainer_resources_per_node
 from runtime.resources import gpu_count
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import x25519
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -179,7 +180,10 @@ def curve_key_pair(private_key: x25519.X25519PrivateKey) -> CurveKeyPair:
 
 
 def generate_curve_key_pair() -> CurveKeyPair:
-    """A new X25519 key pair from the operating system's randomness."""
+    """A new X25519 key pair from the operating system's randomness. `cryptography` is imported by the
+    first key made, not with the plugin (as `runtime.plugins.mpi.generate_ssh_key_pair`)."""
+    from cryptography.hazmat.primitives.asymmetric import x25519  # noqa: PLC0415 - on first use
+
     return curve_key_pair(x25519.X25519PrivateKey.generate())
 
 

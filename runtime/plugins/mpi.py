@@ -66,10 +66,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from typing import TYPE_CHECKING, Any
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainJob
@@ -97,6 +94,9 @@ from runtime.plugins.trainernode import (
     trainer_resources_per_node,
 )
 from runtime.resources import gpu_resource
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 __all__ = [
     "MPI",
@@ -166,6 +166,8 @@ KeyGenerator = Callable[[], SSHKeyPair]
 
 def ssh_key_pair(private_key: ec.EllipticCurvePrivateKey) -> SSHKeyPair:
     """The Secret's encoding of an EC key (Go `x509.MarshalECPrivateKey` + `ssh.MarshalAuthorizedKey`)."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see generate_ssh_key_pair
+
     pem = private_key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.TraditionalOpenSSL,
@@ -178,7 +180,12 @@ def ssh_key_pair(private_key: ec.EllipticCurvePrivateKey) -> SSHKeyPair:
 
 
 def generate_ssh_key_pair() -> SSHKeyPair:
-    """A new ECDSA P-521 key pair from the operating system's randomness."""
+    """A new ECDSA P-521 key pair from the operating system's randomness.
+
+    `cryptography` (8 MiB resident) is imported by the first key made, not with the plugin: a manager
+    that never builds an MPI TrainJob's Secret (nor rotates certificates) never loads it."""
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415 - on first use, see above
+
     return ssh_key_pair(ec.generate_private_key(ec.SECP521R1()))
 
 

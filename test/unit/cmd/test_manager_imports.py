@@ -5,7 +5,8 @@
 - from `kubernetes`, only the configuration loaders and the REST pool, not the generated API classes and
   pydantic models, nor requests and oauthlib for an OIDC refresh that never runs
   (`controller.client.kubernetes_package`: 16 MiB);
-- no `rich` (nor `pygments`) once the console script has prepared the interpreter (`entrypoint`: 4 MiB).
+- no `rich` (nor `pygments`) once the console script has prepared the interpreter (`entrypoint`: 4 MiB);
+- no `cryptography` until the certificate rotator is set up (`certManagement.enable`; 8 MiB).
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("cel", "prompt_toolkit", "rich", "pygments", "pydantic", "kubernetes.client.models", "requests")
+HEAVY = (
+    "cel",
+    "prompt_toolkit",
+    "rich",
+    "pygments",
+    "pydantic",
+    "kubernetes.client.models",
+    "requests",
+    "cryptography",
+)
 
 
 def _imported(prologue: str) -> tuple[list[str], list[str]]:
@@ -45,3 +55,16 @@ def test_the_manager_imports_nothing_heavy_it_never_uses() -> None:
 def test_without_the_entrypoint_only_rich_comes_back() -> None:
     # structlog imports rich (and pygments) when it can; the rest stays out however the modules are imported.
     assert _imported("") == (["pygments", "rich"], [])
+
+
+def test_cryptography_comes_with_the_certificate_rotator() -> None:
+    code = (
+        "import sys\n"
+        "from controller.trainer import certificates\n"
+        "from controller.trainer.config import load_configuration\n"
+        "before = 'cryptography' in sys.modules\n"
+        "options = certificates.rotator_options(load_configuration(None), namespace='kubeflow-system')\n"
+        "print(before, 'cryptography' in sys.modules, type(options).__name__)\n"
+    )
+    answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert answer.stdout.split() == ["False", "True", "RotatorOptions"]
