@@ -85,7 +85,7 @@ def test_a_package_imported_before_is_used_as_it_is() -> None:
         from controller.client import kubernetes_package
         pieces = kubernetes_package.load()
         print(json.dumps([pieces.configuration is kubernetes.client.Configuration,
-                          "__deferred_done__" in vars(kubernetes.client)]))
+                          "__deferred_init__" in vars(kubernetes.client)]))
         """
     )
     assert answer == [True, False]
