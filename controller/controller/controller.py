@@ -236,15 +236,22 @@ class Controller:
         _log.info("controller.starting", controller=self.name)
         if not self.warmup(stop):
             return
-        with self._lock:
-            if self._stopping.is_set():
-                return
-            for i in range(self._workers_wanted):
-                worker = threading.Thread(
-                    target=self._work, name=f"controller/{self.name}/worker-{i}", daemon=True
-                )
-                self._workers.append(worker)
-                worker.start()
+        # The workers wait until all of them exist: the first one would otherwise start reconciling while
+        # this thread still creates the others, and under the GIL creating them (and the log line below)
+        # then took up to seconds at a restart with a full queue.
+        go = threading.Event()
+        try:
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                for i in range(self._workers_wanted):
+                    worker = threading.Thread(
+                        target=self._work, args=(go,), name=f"controller/{self.name}/worker-{i}", daemon=True
+                    )
+                    self._workers.append(worker)
+                    worker.start()
+        finally:
+            go.set()
         _log.info("controller.started", controller=self.name, workers=self._workers_wanted)
 
     def stop(self, timeout: float | None = None) -> bool:
@@ -286,7 +293,8 @@ class Controller:
 
     # --- the worker loop ------------------------------------------------------------------------------
 
-    def _work(self) -> None:
+    def _work(self, go: threading.Event) -> None:
+        go.wait()
         while self.process_next_work_item():
             pass
 

@@ -359,6 +359,32 @@ def test_workers_are_named_after_the_controller_and_joined_on_stop(
     assert not any(n.startswith(f"controller/{ctrl.name}/") for n in names)
 
 
+def test_no_reconcile_starts_before_every_worker_exists(
+    make: Callable[..., Controller], informer: Any
+) -> None:
+    # With a full queue at start (a restart), the first worker must not reconcile while the others are
+    # still being created: under the GIL it would starve the thread creating them.
+    seen: list[set[str]] = []
+    done = threading.Event()
+
+    class Record:
+        def reconcile(self, request: Request) -> Result:
+            if not seen:
+                seen.append({t.name for t in threading.enumerate()})
+                done.set()
+            return Result()
+
+    ctrl = make(Record(), max_concurrent_reconciles=4)
+    ctrl.watch(Kind(informer, EnqueueRequestForObject()))
+    assert ctrl.warmup() is True
+    for i in range(50):
+        ctrl.queue.add(Request("ns", f"r{i}"))
+    ctrl.start()
+    assert done.wait(5)
+    workers = {f"controller/{ctrl.name}/worker-{i}" for i in range(4)}
+    assert workers <= seen[0]
+
+
 def test_no_reconcile_starts_before_sources_sync_and_a_timeout_fails_start(
     make: Callable[..., Controller],
     clock: FakeClock,
