@@ -40,10 +40,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+__all__ = ["Pieces", "load"]
+
 if TYPE_CHECKING:
+    # Exported for annotations only (the transport's); at run time the class is `load().configuration`, so
+    # a star import must not name it.
     from kubernetes.client.configuration import Configuration
 
-__all__ = ["Configuration", "Pieces", "load"]
+    __all__ += ["Configuration"]
 
 _LOCK = threading.RLock()  # reentrant: a deferred __init__ looks names up in its own package
 _DEFERRED = "__deferred_init__"
