@@ -24,8 +24,10 @@ What changed from upstream, on purpose:
   writes back only `limits` and `requests`, dropping them.
 
 Guarantees:
-- `build_info` never mutates its inputs; everything in `Info` except the read-only `runtime_template` is
-  Info's own copy, so plugins may mutate it freely.
+- `build_info` never mutates its inputs; everything in `Info` except the read-only `runtime_template` and
+  `runtime_spec` is Info's own copy, so plugins may mutate it freely.
+- `DeferredInfo` is an `Info` whose fields (all but `runtime_spec`) are computed on their first read, for
+  the builds of a reconcile: builders that build nothing never pay for it.
 - `build_info` raises only `RuntimePatchError` (a patch that cannot be merged) and `InvalidCountError` (a
   count that is not an integer, or more pods than Kubernetes runs: `MAX_PODS_PER_JOB`,
   `MAX_PODS_PER_TRAINJOB`), so nothing it builds, and nothing a plugin derives from its counts, can grow
@@ -42,8 +44,8 @@ and Go's zero values for absent fields in converted env vars (an env without `va
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field, fields
+from typing import Any, NoReturn, cast
 
 from runtime.api import constants
 from runtime.api.gojson import go_json_resource_requirements, go_json_runtime_patch_spec
@@ -71,6 +73,7 @@ __all__ = [
     "MAX_PODS_PER_JOB",
     "MAX_PODS_PER_TRAINJOB",
     "Container",
+    "DeferredInfo",
     "Info",
     "InvalidCountError",
     "PodSet",
@@ -435,11 +438,21 @@ class Info:
     runtime_template: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """The runtime's JobSet spec as written, before runtime patches (read-only; shared with the runtime
     object). Only for validation that must tell the runtime's jobs and containers from a patch's."""
+    runtime_spec: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The runtime's whole spec as written (read-only; shared with the runtime object). In a build it is the
+    one field a `ComponentBuilder` can read without having the rest computed (`DeferredInfo`): a builder that
+    acts only for some policy (`mlPolicy.mpi`, `podGroupPolicy.coscheduling`) asks it first."""
 
     @property
     def ml(self) -> MLPolicyView:
         """`ml_policy` read with the CRD defaults applied."""
         return MLPolicyView(self.ml_policy)
+
+    @property
+    def runtime_ml(self) -> MLPolicyView:
+        """The runtime's `mlPolicy` as written (`runtime_spec`), read with the CRD defaults applied: which
+        policy the runtime has, known without computing a `DeferredInfo`."""
+        return MLPolicyView(cast("MLPolicy | None", self.runtime_spec.get("mlPolicy")))
 
     def find_pod_set(self, name: str) -> PodSet | None:
         """The PodSet of that replicated job name."""
@@ -478,6 +491,76 @@ class Info:
                         "requests": dict(as_dict(resources.get("requests"))),
                     }
         return None
+
+
+class DeferredInfo(Info):
+    """The `Info` of one build, computed the first time a builder reads any field but `runtime_spec`.
+
+    A reconcile builds to find what to apply, and for a running TrainJob the answer is usually nothing: the
+    JobSet plugin returns nothing once the JobSet runs, the pod-group plugins once the PodGroup exists,
+    and the MPI and Flux plugins act only for their policies. Their decisions read the cluster (through the
+    `Reader`) and `runtime_spec`, never the computed fields, so after a restart, where every TrainJob is
+    reconciled once, or after a status change, the work of `build_info` and of every Enforce phase is
+    skipped, the larger part of such a reconcile. A builder that reads any other field (a third-party one
+    included) gets exactly the Info an eager build gives: `compute` runs then, once, before the read returns.
+
+    `compute` is what the eager path calls (`build_info`, then the Enforce phases). Its failure is kept:
+    every later read raises the same exception, and `failure` holds it, so the caller reports the build's
+    real error (the field that cannot be built, or the plugin that failed in its Enforce phase) rather than
+    the builder's read that met it. Builders must not write to Info; one that does before reading gets its
+    value overwritten by the computation.
+
+    The mechanism: every field of `Info` is a slot, and a slot that was never set raises `AttributeError`,
+    which Python answers by calling `__getattr__`. Once computed, every field is set, and reads cost what
+    they cost on an `Info`.
+    """
+
+    __slots__ = ("_compute", "failure")
+
+    def __init__(self, compute: Callable[[], Info], *, runtime_spec: Mapping[str, Any]) -> None:
+        # Info.__init__ is deliberately not called: its fields stay unset until the first read.
+        self._compute: Callable[[], Info] | None = compute
+        self.failure: BaseException | None = None
+        self.runtime_spec = runtime_spec
+
+    @property
+    def computed(self) -> bool:
+        """Whether the fields have been computed (for tests and diagnostics)."""
+        return self._compute is None and self.failure is None
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an unset slot, or a name Info does not have (which computes nothing).
+        if name not in _INFO_FIELDS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._resolve()
+        return object.__getattribute__(self, name)
+
+    def _resolve(self) -> None:
+        if self.failure is not None:
+            self._raise_failure()
+        compute = self._compute
+        if compute is None:
+            return
+        try:
+            info = compute()
+        except Exception as exc:
+            self.failure = exc
+            raise
+        for item in _INFO_FIELDS:
+            if item != "runtime_spec":
+                setattr(self, item, getattr(info, item))
+        self._compute = None
+
+    def _raise_failure(self) -> NoReturn:
+        assert self.failure is not None
+        raise self.failure
+
+    def __repr__(self) -> str:
+        state = "failed" if self.failure is not None else "computed" if self._compute is None else "deferred"
+        return f"<DeferredInfo {state}>"
+
+
+_INFO_FIELDS = tuple(item.name for item in fields(Info))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -639,4 +722,5 @@ def build_info(trainjob: TrainJob, runtime_spec: TrainingRuntimeSpec) -> Info:
         pod_sets=pod_sets,
         trainer=overrides,
         runtime_template=as_dict(template.get("spec")),
+        runtime_spec=spec_view,
     )

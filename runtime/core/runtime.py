@@ -8,10 +8,14 @@ The build order of a reconcile (`RuntimeRegistry.new_objects`):
 1. The runtime: from the snapshot ConfigMap `<trainjob>-runtime-snapshot` when it exists (checked by
    `read_snapshot`), else the live (Cluster)TrainingRuntime, whose snapshot is then the first object to
    apply.
-2. `build_info` (runtime patches, resourcesPerNode, PodSets), then the framework's Info phases in `Phase`
-   order: EnforceMLPolicy → EnforcePodGroupPolicy → PodNetwork.
-3. The ComponentBuilders' objects, in plugin order, after the snapshot. The controller applies them in the
+2. The ComponentBuilders' objects, in plugin order, after the snapshot. The controller applies them in the
    order returned (server-side apply, field manager `trainer`, force) and stops at the first failure.
+3. The `Info` they build from, computed when a builder first reads it (`runtime.info.DeferredInfo`): the
+   TrainJob's and the runtime's values checked (`runtime.buildable`), `build_info` (runtime patches,
+   resourcesPerNode, PodSets), then the framework's Info phases in `Phase` order: EnforceMLPolicy →
+   EnforcePodGroupPolicy → PodNetwork. A running TrainJob's builders decide from the cluster and the
+   runtime's spec alone, so its build computes none of it and costs about a tenth of an eager one.
+   Upstream computes it for every reconcile.
 
 Guarantees:
 - Pure: reads go through the `Reader`, time is an argument, nothing is applied here.
@@ -48,6 +52,10 @@ Guarantees:
   `InvalidSnapshotError`, permanent (upstream's message; the tenant can edit the snapshot and nothing
   rewrites it); one that cannot be read, or that another object owns (a predecessor of the same name, until
   garbage collection deletes it), raises `SnapshotError`, retried.
+- A value that cannot be built fails the build only when something is built from it (Info is computed):
+  a running TrainJob whose JobSet is left alone is not failed for a field that bypassed admission or a
+  snapshot edited by hand. When Info's computation fails, the build fails with that error, even where the
+  builder that read Info caught it.
 - One rule for what can be built (`runtime.buildable`), from the same code at admission and at build: the
   TrainJob's and the runtime's values that reach pods (env var names, container resources) before any
   plugin, then, in `validate`, the Info phases themselves, so that whatever a plugin's build refuses
@@ -73,7 +81,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from runtime.api import constants
 from runtime.api.v1alpha1 import TrainingRuntimeSpec, TrainJob, TrainJobStatus
@@ -107,7 +115,7 @@ from runtime.framework.extensions import Watch
 from runtime.framework.framework import Framework, PluginError
 from runtime.framework.reader import Reader, ReadError
 from runtime.framework.validation import FieldError, Validation
-from runtime.info import Info, RuntimePatchError, build_info
+from runtime.info import DeferredInfo, Info, RuntimePatchError, build_info
 from runtime.schema import json_type
 
 __all__ = [
@@ -337,27 +345,36 @@ class Runtime:
         A value that cannot be built (`runtime.buildable`) raises a permanent error naming its field:
         `InvalidTrainJobError` for the TrainJob's, `UnbuildableRuntimeError` for the runtime's (naming the
         live runtime, or the snapshot ConfigMap the TrainJob is built from)."""
-        errors = trainjob_field_errors(trainjob)
-        if errors:
-            raise InvalidTrainJobError(errors)
         runtime, objects = self._runtime_for_build(trainjob, reader)
         source = self._runtime_text(trainjob)
         if not objects:  # built from the snapshot: that ConfigMap is what holds the value
             source = f'configmaps "{snapshot_name(trainjob)}" (the snapshot of {source})'
         spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
-        unbuildable_values = runtime_errors(spec)
-        if unbuildable_values:
-            raise UnbuildableRuntimeError(source, unbuildable_values[0])
+
+        def compute() -> Info:
+            errors = trainjob_field_errors(trainjob)
+            if errors:
+                raise InvalidTrainJobError(errors)
+            unbuildable_values = runtime_errors(spec)
+            if unbuildable_values:
+                raise UnbuildableRuntimeError(source, unbuildable_values[0])
+            try:
+                return self.runtime_info(trainjob, spec)
+            except (UnbuildableError, PluginError) as exc:
+                _raise_build_error(exc, source)
+
+        info = DeferredInfo(compute, runtime_spec=spec)
         try:
-            info = self.runtime_info(trainjob, spec)
-            objects.extend(self.framework.build(info, trainjob, reader))
+            built = self.framework.build(info, trainjob, reader)
         except (UnbuildableError, PluginError) as exc:
-            unbuildable = _unbuildable(exc)
-            if unbuildable is None:
-                raise
-            if unbuildable.in_trainjob:
-                raise InvalidTrainJobError((unbuildable.error,)) from exc
-            raise UnbuildableRuntimeError(source, unbuildable.error) from exc
+            if info.failure is None:
+                _raise_build_error(exc, source)
+            built = []
+        # Info's own failure, raised where a builder read it (or met by a builder that carried on), is the
+        # build's error: it names the field or the Enforce phase, where the builder's read does not.
+        if info.failure is not None:
+            raise info.failure
+        objects.extend(built)
         return objects
 
     def train_job_status(self, trainjob: TrainJob, reader: Reader, now: datetime) -> TrainJobStatus | None:
@@ -454,6 +471,17 @@ class Runtime:
 
     def __repr__(self) -> str:
         return f"<Runtime {self.kind.key}>"
+
+
+def _raise_build_error(exc: UnbuildableError | PluginError, source: str) -> NoReturn:
+    """Raise what a build raises for `exc`: `InvalidTrainJobError` or `UnbuildableRuntimeError` (naming
+    `source`, the runtime or its snapshot) for a value that cannot be built, else `exc` itself."""
+    unbuildable = _unbuildable(exc)
+    if unbuildable is None:
+        raise exc
+    if unbuildable.in_trainjob:
+        raise InvalidTrainJobError((unbuildable.error,)) from exc
+    raise UnbuildableRuntimeError(source, unbuildable.error) from exc
 
 
 def _unbuildable(exc: BaseException) -> UnbuildableError | None:

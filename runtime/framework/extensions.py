@@ -155,6 +155,10 @@ class ComponentBuilder(Plugin, Protocol):
 
     Each object is a complete apply body (apiVersion, kind, metadata with name, namespace and the
     TrainJob's controller ownerReference). Must not mutate `info`.
+
+    In a reconcile `info` is computed on its first read (`runtime.info.DeferredInfo`): decide what not to
+    build from the `Reader` and `info.runtime_spec` before reading anything else of it, so that a running
+    TrainJob's reconcile costs no Info (docs/plugins.md, "Building objects").
     """
 
     def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]: ...

@@ -493,7 +493,7 @@ class Flux(CustomValidation, EnforceMLPolicy, WatchExtension, ComponentBuilder):
     # ComponentBuilder -------------------------------------------------------------------------------------
 
     def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
-        if info.ml.flux is None:
+        if info.runtime_ml.flux is None:  # asked of the runtime: Info is computed only for Flux TrainJobs
             return []
         view = TrainJobView(trainjob)
         settings = broker_settings(info, trainjob)

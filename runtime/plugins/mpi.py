@@ -357,7 +357,7 @@ class MPI(CustomValidation, EnforceMLPolicy, PodNetwork, WatchExtension, Compone
     # ComponentBuilder -------------------------------------------------------------------------------------
 
     def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
-        if info.ml.mpi is None:
+        if info.runtime_ml.mpi is None:  # asked of the runtime: Info is computed only for MPI TrainJobs
             return []
         view = TrainJobView(trainjob)
         objects: list[dict[str, Any]] = []

@@ -172,13 +172,17 @@ class PodGroupPlugin(ABC):
         return pod_group_watches(self.pod_group_api_version)
 
     def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
-        policy = self.policy(info)
-        if policy is None:
+        # Decided from the runtime as written and the cluster before anything computed is read, so that a
+        # running TrainJob's reconcile does not compute Info (`runtime.info.DeferredInfo`).
+        if not isinstance(as_dict(info.runtime_spec.get("podGroupPolicy")).get(self.policy_key), dict):
             return []
         view = TrainJobView(trainjob)
         existing = reader.get(self.pod_group_api_version, constants.POD_GROUP_KIND, view.name, view.namespace)
         if existing is not None and not view.suspend:
             return []  # a running gang is never resized
+        policy = self.policy(info)
+        if policy is None:
+            return []
         members, resources = pod_group_totals(info)
         return [
             {
