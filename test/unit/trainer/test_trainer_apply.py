@@ -106,6 +106,21 @@ def test_forget_drops_everything_of_a_trainjob() -> None:
     assert len(applied) == 1
 
 
+def test_each_object_of_a_trainjob_keeps_its_own_last_body() -> None:
+    applied = Applier(FakeCluster(), field_manager="trainer")
+    owner = ("ns", "tj")
+    objects = [{**obj(GVK("", "v1", "ConfigMap"), f"c{i}", "ns"), "data": {"k": "v"}} for i in range(4)]
+    for body in objects:
+        recorded(applied, owner, body)
+    changed = {**objects[2], "data": {"k": "changed"}}
+    recorded(applied, owner, changed)  # replaces the entry of c2, in the middle of the record
+    assert len(applied) == 4
+    assert [applied.same_body(owner, body) for body in objects] == [True, True, False, True]
+    assert applied.same_body(owner, changed)
+    renamed = {**objects[0], "metadata": {"name": "c0", "namespace": "other"}}  # same name, other key
+    assert not applied.same_body(owner, renamed)
+
+
 def test_applied_objects_answer_before_the_cache_has_seen_them() -> None:
     server = FakeCluster()
     overlay = Applier(server, field_manager="trainer").for_reconcile(("ns", "tj"), MemoryReader())
