@@ -36,9 +36,10 @@ Scenarios (``--scenarios``, all by default; counts shrink with ``--quick``):
   ``kubeflow_trainer_trainjob_jobset_creation_seconds`` histogram (whole-second resolution);
 - ``scale``: 10,000 TrainJobs on a CoScheduling runtime (a JobSet, a PodGroup and a snapshot ConfigMap
   each; populated with the limiter lifted to keep the run short): resident memory after settling and
-  manager CPU-seconds per TrainJob; then a restart under the shipped limiter: time to caches synced (the
-  TrainJob controller's "workers started" log line), until the initial reconciles drained, and the writes
-  made (none expected);
+  manager CPU-seconds per TrainJob; then three restarts (``--restarts``) under the shipped limiter, one after
+  the other: time to caches synced (the TrainJob controller's "workers started" log line), until the
+  initial reconciles drained, and the CPU, each the median of the restarts (one restart's drain moves by a
+  third from one to the next), the largest RSS, and the writes made over all of them (none expected);
 - ``admission``: the manager's TrainJob defaulting and validating webhooks registered with the API server by
   URL (``https://127.0.0.1:<webhook port>/<upstream's path>``, the throwaway certificate's CA as
   ``caBundle``, failure policy Fail, side effects None, ``trainjobs`` CREATE and UPDATE only), live once a
@@ -46,7 +47,9 @@ Scenarios (``--scenarios``, all by default; counts shrink with ``--quick``):
   for both; then each create request's round trip (client-side p50/p99) open-loop at 20/s
   (``--admission-rate``) for 60 s, and in a burst of 1,000 (8 client threads) with the time from the first
   create until every JobSet exists; per phase also the webhook requests the manager counted and their mean
-  time inside its webhook server (``controller_runtime_webhook_latency_seconds``);
+  time inside its webhook server (``controller_runtime_webhook_latency_seconds``), and the API server's
+  mean call to each of the two webhooks (``apiserver_admission_webhook_admission_duration_seconds``: the
+  manager's share of a create's latency, connection, TLS and HTTP included);
 - ``ceiling``: no controller; a tight client (8 and 16 threads) server-side applies JobSets as the
   controller renders them: the API server's own SSA throughput;
 - ``micro``: ``pytest -m benchmark`` (what ``make bench`` runs), its output saved beside the results.

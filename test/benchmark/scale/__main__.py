@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
         "--admission-seconds", type=float, help="how long it creates at that rate (60; quick 10)"
     )
     parser.add_argument("--scale", type=int, help="TrainJobs in the scale scenario (10000; quick 500)")
+    parser.add_argument(
+        "--restarts", type=int, help="restarts in the scale scenario, their medians reported (3; quick 1)"
+    )
     parser.add_argument("--ceiling", type=int, help="JobSets per ceiling run (2000; quick 300)")
     parser.add_argument(
         "--output-dir", type=Path, help="default docs/performance (quick: build/bench-scale-quick)"
@@ -120,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         admission_rate=args.admission_rate or 20,
         admission_s=args.admission_seconds or (10.0 if quick else 60.0),
         scale=args.scale or (500 if quick else 10_000),
+        restarts=args.restarts or (1 if quick else 3),
         ceiling=args.ceiling or (300 if quick else 2000),
         workdir=args.workdir,
         profile=args.profile,
@@ -209,7 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                 elif scenario == "scale":
                     runs[which] = run_scale(
-                        session, which, settings.scale, profile=profile_path("restart", which)
+                        session,
+                        which,
+                        settings.scale,
+                        profile=profile_path("restart", which),
+                        restarts=settings.restarts,
                     )
             runs[which]["measured_at"] = stamp()
             runs[which]["setup"] = args.setup

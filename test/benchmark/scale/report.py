@@ -266,6 +266,9 @@ def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
             row(label, (phase, "create_latency_s", q), "admission", digits=1, scale=1000)
         label = f"admission, {what}: mean time in the webhook server (ms)"
         row(label, (phase, "webhook_mean_s"), "admission", digits=2, scale=1000)
+        for webhook in ("defaulter", "validator"):
+            label = f"admission, {what}: the API server's mean {webhook} call (ms)"
+            row(label, (phase, "apiserver_webhook_mean_s", webhook), "admission", digits=2, scale=1000)
     row(f"admission, burst of {n}: all JobSets (s)", ("burst", "wall_s"), "admission")
     scale = scenarios.get("scale", {})
     n = next((scale[c]["trainjobs"] for c in CONTROLLERS if c in scale), None)

@@ -400,3 +400,56 @@ def test_webhook_figures_are_requests_per_path_and_the_mean_seconds_inside_the_s
     }
     assert figures["webhook_mean_s"] == pytest.approx((0.018 * 2 - 0.002 * 2) / 20)
     assert math.isnan(scenarios._webhook_figures(page(1, 1, 0.1), page(1, 1, 0.1))["webhook_mean_s"])
+
+
+def test_the_api_servers_view_is_the_mean_call_per_trainjob_webhook() -> None:
+    from benchmark.scale import scenarios
+
+    def page(calls: int, seconds: float) -> list[metrics.Sample]:
+        lines = []
+        for name, share in (
+            ("defaulter.trainjob.trainer.kubeflow.org", 1.0),
+            ("validator.trainjob.trainer.kubeflow.org", 2.0),
+            ("validator.trainingruntime.trainer.kubeflow.org", 50.0),  # another webhook: not counted
+        ):
+            family = scenarios.APISERVER_WEBHOOK_DURATION
+            labels = f'name="{name}",operation="CREATE",rejected="false",type="admit"'
+            lines += [
+                f"{family}_sum{{{labels}}} {seconds * share * calls}",
+                f"{family}_count{{{labels}}} {calls}",
+            ]
+        return metrics.parse_prometheus("\n".join(lines) + "\n")
+
+    figures = scenarios._apiserver_webhook_figures(page(10, 0.001), page(30, 0.002))
+    means = figures["apiserver_webhook_mean_s"]
+    assert means["defaulter"] == pytest.approx((30 * 0.002 - 10 * 0.001) / 20)
+    assert means["validator"] == pytest.approx(2 * (30 * 0.002 - 10 * 0.001) / 20)
+    quiet = scenarios._apiserver_webhook_figures(page(5, 0.1), page(5, 0.1))["apiserver_webhook_mean_s"]
+    assert math.isnan(quiet["defaulter"]) and math.isnan(quiet["validator"])
+
+
+def test_restarts_are_summarized_by_medians_the_largest_rss_and_sums_of_writes() -> None:
+    from benchmark.scale import scenarios
+
+    def restart(drained: float, cpu: float, rss: float, writes: int) -> dict[str, object]:
+        return {
+            "caches_synced_s": drained / 2,
+            "drained_s": drained,
+            "writes": writes,
+            "reads": 0,
+            "requests": {},
+            "reconciles": 10.0,
+            "reconcile_errors": 0.0,
+            "cpu_s": cpu,
+            "cpu_s_per_trainjob": cpu / 10,
+            "rss_mib": rss,
+            "load_after": [0.1, 0.2, 0.3],
+        }
+
+    runs = [restart(7.5, 6.3, 115, 0), restart(5.3, 4.4, 120, 1), restart(6.0, 5.0, 110, 0)]
+    summary = scenarios._restart_summary(runs)
+    assert (summary["drained_s"], summary["caches_synced_s"], summary["cpu_s"]) == (6.0, 3.0, 5.0)
+    assert summary["cpu_s_per_trainjob"] == pytest.approx(0.5)
+    assert summary["rss_mib"] == 120  # a spike in any restart shows
+    assert summary["writes"] == 1  # a write in any restart shows
+    assert [run["drained_s"] for run in summary["runs"]] == [7.5, 5.3, 6.0]
