@@ -543,6 +543,11 @@ class DeferredInfo(Info):
             return
         try:
             info = compute()
+        except AttributeError as exc:
+            # Raised out of `__getattr__` as it is, it would read as "no such field", and a property that
+            # met it would be looked up again as a missing attribute: keep it, as what it is.
+            self.failure = RuntimeError(f"computing the TrainJob's Info: {exc!r}")
+            raise self.failure from exc
         except Exception as exc:
             self.failure = exc
             raise

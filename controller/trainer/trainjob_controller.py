@@ -72,8 +72,9 @@ Guarantees:
   edited into something that is not its runtime (the tenant can edit it; nothing rewrites it). Every other
   build failure (runtime missing or not decodable, a snapshot that cannot be read or that another object
   owns, API errors) is retried with backoff and shown as events. The unbuildable values count when
-  something is built from them: a running TrainJob whose JobSet is left alone is not failed for a field
-  that bypassed admission or a runtime snapshot edited afterwards (`runtime.info.DeferredInfo`).
+  something is built from them (always on the first build): a running TrainJob whose JobSet and PodGroup
+  are left alone is not failed for a field that bypassed admission or a runtime snapshot edited afterwards
+  (`runtime.info.DeferredInfo`), except on MPI and Flux runtimes, whose ConfigMaps are built every time.
 - Events are core/v1 Events with `firstTimestamp`, so `kubectl describe` and the Kubeflow SDK show them
   (upstream writes `events.k8s.io/v1` Events, which the SDK skips).
 

@@ -14,8 +14,9 @@ The build order of a reconcile (`RuntimeRegistry.new_objects`):
    TrainJob's and the runtime's values checked (`runtime.buildable`), `build_info` (runtime patches,
    resourcesPerNode, PodSets), then the framework's Info phases in `Phase` order: EnforceMLPolicy →
    EnforcePodGroupPolicy → PodNetwork. A running TrainJob's builders decide from the cluster and the
-   runtime's spec alone, so its build computes none of it and costs about a tenth of an eager one.
-   Upstream computes it for every reconcile.
+   runtime's spec alone, so its build computes none of it and costs about a tenth of an eager one (MPI
+   and Flux TrainJobs excepted: their plugins build a ConfigMap at every reconcile, from Info). Upstream
+   computes it for every reconcile.
 
 Guarantees:
 - Pure: reads go through the `Reader`, time is an argument, nothing is applied here.
@@ -29,7 +30,8 @@ Guarantees:
   was deleted, it validates against the TrainJob's snapshot instead of rejecting the update (upstream
   rejects every update, even of a label, once the runtime is gone); on create the runtime must exist.
 - `spec.trainer.numNodes` or `numProcPerNode` below 1 is rejected: a field error in `validate`,
-  `InvalidTrainJobError` in `new_objects` for objects that bypassed the webhook (upstream would build 0-pod
+  `InvalidTrainJobError` in `new_objects` (when it builds from them, below) for objects that bypassed the
+  webhook (upstream would build 0-pod
   jobs and `PET_NNODES=0`; the schema, as upstream's, accepts both).
 - A live runtime is read as its snapshot is: a copy whose fields have the runtime CRD's JSON types and whose
   quantities parse (what Go's typed decoding guarantees), else `InvalidRuntimeError` from `new_objects`
@@ -52,10 +54,12 @@ Guarantees:
   `InvalidSnapshotError`, permanent (upstream's message; the tenant can edit the snapshot and nothing
   rewrites it); one that cannot be read, or that another object owns (a predecessor of the same name, until
   garbage collection deletes it), raises `SnapshotError`, retried.
-- A value that cannot be built fails the build only when something is built from it (Info is computed):
-  a running TrainJob whose JobSet is left alone is not failed for a field that bypassed admission or a
-  snapshot edited by hand. When Info's computation fails, the build fails with that error, even where the
-  builder that read Info caught it.
+- On the first build (no snapshot yet) the TrainJob's and the live runtime's values are checked before
+  anything is built or applied. After that, a value that cannot be built fails the build only when a
+  builder reads Info: a running TrainJob whose builders all leave their objects alone (JobSet running,
+  PodGroup present; not MPI or Flux, whose ConfigMaps are built at every reconcile, as upstream builds
+  them) is not failed for a field that bypassed admission or a snapshot edited by hand. When Info's
+  computation fails, the build fails with that error, even where the builder that read Info caught it.
 - One rule for what can be built (`runtime.buildable`), from the same code at admission and at build: the
   TrainJob's and the runtime's values that reach pods (env var names, container resources) before any
   plugin, then, in `validate`, the Info phases themselves, so that whatever a plugin's build refuses
@@ -344,20 +348,38 @@ class Runtime:
 
         A value that cannot be built (`runtime.buildable`) raises a permanent error naming its field:
         `InvalidTrainJobError` for the TrainJob's, `UnbuildableRuntimeError` for the runtime's (naming the
-        live runtime, or the snapshot ConfigMap the TrainJob is built from)."""
-        runtime, objects = self._runtime_for_build(trainjob, reader)
+        live runtime, or the snapshot ConfigMap the TrainJob is built from). On the first build (no snapshot
+        yet) the values are checked before anything else; afterwards, when a builder first reads Info
+        (`runtime.info.DeferredInfo`), so not at all while every builder leaves its objects alone."""
+        try:
+            runtime, objects = self._runtime_for_build(trainjob, reader)
+        except FrameworkError:
+            # No runtime to build from: an invalid TrainJob is still failed for its own fields first.
+            errors = trainjob_field_errors(trainjob)
+            if errors:
+                raise InvalidTrainJobError(errors) from None
+            raise
         source = self._runtime_text(trainjob)
         if not objects:  # built from the snapshot: that ConfigMap is what holds the value
             source = f'configmaps "{snapshot_name(trainjob)}" (the snapshot of {source})'
         spec = cast(TrainingRuntimeSpec, runtime.get("spec") or {})
 
-        def compute() -> Info:
+        def check() -> None:
             errors = trainjob_field_errors(trainjob)
             if errors:
                 raise InvalidTrainJobError(errors)
             unbuildable_values = runtime_errors(spec)
             if unbuildable_values:
                 raise UnbuildableRuntimeError(source, unbuildable_values[0])
+
+        if objects:
+            # The first build (no snapshot yet): everything is checked before the snapshot freezes the
+            # runtime, whatever the builders read.
+            check()
+
+        def compute() -> Info:
+            if not objects:
+                check()
             try:
                 return self.runtime_info(trainjob, spec)
             except (UnbuildableError, PluginError) as exc:
@@ -372,8 +394,10 @@ class Runtime:
             built = []
         # Info's own failure, raised where a builder read it (or met by a builder that carried on), is the
         # build's error: it names the field or the Enforce phase, where the builder's read does not.
-        if info.failure is not None:
-            raise info.failure
+        failure = info.failure
+        if failure is not None:
+            info.failure = None  # the caller keeps the error; nothing keeps the Info through it
+            raise failure
         objects.extend(built)
         return objects
 

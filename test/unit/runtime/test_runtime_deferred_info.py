@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from runtime.core import InvalidTrainJobError, RuntimeRegistry
+from runtime.core import InvalidTrainJobError, RuntimeRegistry, UnbuildableRuntimeError
 from runtime.core.snapshot import build_snapshot
 from runtime.framework import (
     ComponentBuilder,
@@ -71,6 +71,19 @@ def test_a_running_trainjob_is_never_built_from_so_its_values_are_not_checked(ma
     suspended = make.trainjob(trainer={"numNodes": 0}, suspend=True)
     with pytest.raises(InvalidTrainJobError, match=r"spec\.trainer\.numNodes"):
         REGISTRY.new_objects(suspended, MemoryReader([snapshot, make.jobset(suspend=True)]))
+
+
+def test_the_first_build_checks_every_value_before_the_snapshot_freezes_the_runtime(make: Make) -> None:
+    # No snapshot yet, so the live runtime is about to be frozen into one: it is checked whatever the
+    # builders read (here none does: the JobSet exists and runs), and nothing is returned to apply.
+    node = make.container("node", env=[{"name": "A=B", "value": "x"}])
+    spec = make.runtime_spec(make.job("node", ancestor="trainer", containers=[node]), ml_policy={"torch": {}})
+    runtime = make.runtime(spec)
+    with pytest.raises(UnbuildableRuntimeError, match="A=B"):
+        REGISTRY.new_objects(make.trainjob(suspend=False), MemoryReader([runtime, make.jobset()]))
+    # An invalid TrainJob is failed for its own fields before its runtime is looked for.
+    with pytest.raises(InvalidTrainJobError, match=r"spec\.trainer\.numNodes"):
+        REGISTRY.new_objects(make.trainjob(trainer={"numNodes": 0}), MemoryReader([]))
 
 
 def test_the_enforce_phases_run_only_when_something_is_built(make: Make) -> None:
@@ -158,3 +171,13 @@ def test_a_deferred_info_computes_once_and_keeps_its_failure() -> None:
     assert deferred.pod_sets == []
     assert len(calls) == 1
     assert repr(deferred) == "<DeferredInfo computed>"
+
+
+def test_an_attribute_error_while_computing_is_not_read_as_a_missing_field() -> None:
+    def broken() -> Info:
+        raise AttributeError("'NoneType' object has no attribute 'get'")
+
+    deferred = DeferredInfo(broken, runtime_spec={})
+    with pytest.raises(RuntimeError, match="computing the TrainJob's Info"):
+        _ = deferred.ml  # a property: it must not turn into "no attribute 'ml'"
+    assert isinstance(deferred.failure, RuntimeError)
