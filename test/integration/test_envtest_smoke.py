@@ -289,7 +289,10 @@ def test_a_failed_start_shows_the_log_tail_and_leaves_nothing_behind(envtest_bin
 
 # A child Python process starts a control plane, prints what it started, and waits to be signalled.
 _CHILD = """
-import sys, time
+import signal, sys, time
+# A shell without job control starts background commands with SIGINT ignored, and Python keeps an ignored
+# SIGINT ignored: restore the KeyboardInterrupt an interactive runner has, which is what is tested.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from controller.envtest import Binaries, ControlPlane, StartError, namespaced_crd
 from controller.envtest.controlplane import sweep_abandoned_directories
 from controller.envtest.process import tracked
