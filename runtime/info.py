@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
 from runtime.api import constants
 from runtime.api.gojson import go_json_resource_requirements, go_json_runtime_patch_spec
@@ -537,7 +537,7 @@ class DeferredInfo(Info):
 
     def _resolve(self) -> None:
         if self.failure is not None:
-            self._raise_failure()
+            raise self.failure
         compute = self._compute
         if compute is None:
             return
@@ -555,10 +555,6 @@ class DeferredInfo(Info):
             if item != "runtime_spec":
                 setattr(self, item, getattr(info, item))
         self._compute = None
-
-    def _raise_failure(self) -> NoReturn:
-        assert self.failure is not None
-        raise self.failure
 
     def __repr__(self) -> str:
         state = "failed" if self.failure is not None else "computed" if self._compute is None else "deferred"

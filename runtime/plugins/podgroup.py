@@ -161,7 +161,10 @@ class PodGroupPlugin(ABC):
 
     def policy(self, info: Info) -> dict[str, Any] | None:
         """Info's copy of `podGroupPolicy.<policy_key>`, or None when the runtime does not set it."""
-        source = as_dict(info.pod_group_policy).get(self.policy_key)
+        return self._policy_in(info.pod_group_policy)
+
+    def _policy_in(self, pod_group_policy: Any) -> dict[str, Any] | None:
+        source = as_dict(pod_group_policy).get(self.policy_key)
         return cast(dict[str, Any], source) if isinstance(source, dict) else None
 
     @abstractmethod
@@ -174,7 +177,7 @@ class PodGroupPlugin(ABC):
     def build(self, info: Info, trainjob: TrainJob, reader: Reader) -> list[dict[str, Any]]:
         # Decided from the runtime as written and the cluster before anything computed is read, so that a
         # running TrainJob's reconcile does not compute Info (`runtime.info.DeferredInfo`).
-        if not isinstance(as_dict(info.runtime_spec.get("podGroupPolicy")).get(self.policy_key), dict):
+        if self._policy_in(info.runtime_spec.get("podGroupPolicy")) is None:
             return []
         view = TrainJobView(trainjob)
         existing = reader.get(self.pod_group_api_version, constants.POD_GROUP_KIND, view.name, view.namespace)

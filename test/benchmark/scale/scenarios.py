@@ -350,7 +350,6 @@ def run_scale(
             f"{row['stripped_bytes']:.0f} B stripped of managedFields, {row['transformed_bytes']:.0f} B "
             f"transformed ({row['saved']:.0%} less)"
         )
-    session.stop_manager()
     runs = [
         _restart(session, which, n, profile if i == 0 else None, tag=f"-restart{i + 1}")
         for i in range(restarts)
