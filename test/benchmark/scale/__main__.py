@@ -22,6 +22,8 @@ from benchmark.scale import (
     SETUPS,
     SHIPPED_BURST,
     SHIPPED_QPS,
+    THROTTLED_BURST,
+    THROTTLED_QPS,
     say,
     stamp,
 )
@@ -203,13 +205,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                 elif scenario == "steady":
                     runs[which] = run_steady(session, which, settings.rates, settings.steady_s)
-                elif scenario == "admission":
+                elif scenario in ("admission", "admission-throttled"):
+                    throttled = scenario == "admission-throttled"
                     runs[which] = run_admission(
                         session,
                         which,
                         rate=settings.admission_rate,
                         seconds=settings.admission_s,
                         n=settings.burst,
+                        qps=THROTTLED_QPS if throttled else SHIPPED_QPS,
+                        burst=THROTTLED_BURST if throttled else SHIPPED_BURST,
                     )
                 elif scenario == "scale":
                     runs[which] = run_scale(

@@ -257,19 +257,28 @@ def _setup_rows(scenarios: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
     for rate in map(str, steady_rates(scenarios.get("steady", {}))):
         for q in ("p50", "p95", "p99"):
             row(f"steady {rate}/s: latency {q} (ms)", (rate, "latency_s", q), "steady", digits=0, scale=1000)
-    admission = scenarios.get("admission", {})
-    rate = next((admission[c]["paced"]["rate_per_s"] for c in CONTROLLERS if c in admission), None)
-    n = next((admission[c]["burst"]["trainjobs"] for c in CONTROLLERS if c in admission), None)
-    for phase, what in (("paced", f"{rate} creates/s"), ("burst", f"burst of {n}")):
-        for q in ("p50", "p99"):
-            label = f"admission, {what}: create {q} (ms)"
-            row(label, (phase, "create_latency_s", q), "admission", digits=1, scale=1000)
-        label = f"admission, {what}: mean time in the webhook server (ms)"
-        row(label, (phase, "webhook_mean_s"), "admission", digits=2, scale=1000)
-        for webhook in ("defaulter", "validator"):
-            label = f"admission, {what}: the API server's mean {webhook} call (ms)"
-            row(label, (phase, "apiserver_webhook_mean_s", webhook), "admission", digits=2, scale=1000)
-    row(f"admission, burst of {n}: all JobSets (s)", ("burst", "wall_s"), "admission")
+    for scenario in ("admission", "admission-throttled"):
+        admission = scenarios.get(scenario, {})
+        if not admission:
+            continue
+        rate = next((admission[c]["paced"]["rate_per_s"] for c in CONTROLLERS if c in admission), None)
+        n = next((admission[c]["burst"]["trainjobs"] for c in CONTROLLERS if c in admission), None)
+        limiter = next((admission[c].get("limiter") for c in CONTROLLERS if c in admission), None)
+        prefix = "admission"
+        if scenario != "admission":  # the limiter it ran under (older results have none recorded)
+            prefix += f", limiter {limiter['qps']:g}/{limiter['burst']}" if limiter else ", throttled"
+        for phase, what in (("paced", f"{rate} creates/s"), ("burst", f"burst of {n}")):
+            for q in ("p50", "p99"):
+                label = f"{prefix}, {what}: create {q} (ms)"
+                row(label, (phase, "create_latency_s", q), scenario, digits=1, scale=1000)
+            label = f"{prefix}, {what}: mean time in the webhook server (ms)"
+            row(label, (phase, "webhook_mean_s"), scenario, digits=2, scale=1000)
+            for webhook in ("defaulter", "validator"):
+                label = f"{prefix}, {what}: the API server's mean {webhook} call (ms)"
+                row(label, (phase, "apiserver_webhook_mean_s", webhook), scenario, digits=2, scale=1000)
+        label = f"{prefix}, burst of {n}: JobSets existing at the last create's answer"
+        row(label, ("burst", "jobsets_while_creating"), scenario, digits=0)
+        row(f"{prefix}, burst of {n}: all JobSets (s)", ("burst", "wall_s"), scenario)
     scale = scenarios.get("scale", {})
     n = next((scale[c]["trainjobs"] for c in CONTROLLERS if c in scale), None)
     row(f"scale {n}: RSS after settle (MiB)", ("rss_mib",), "scale", digits=0)

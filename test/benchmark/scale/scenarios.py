@@ -166,6 +166,8 @@ def run_burst(
         "qps": qps,
         "burst": burst,
         "create_s": created - start,
+        # The manager's applies compete with the creates for the API server's CPU while both run.
+        "jobsets_while_creating": sum(1 for t in seen.values() if t <= created),
         "wall_s": last - start,
         "throughput_per_s": len(seen) / (last - start) if seen else math.nan,
         # The API server's write load: the benchmark's TrainJob creates plus the manager's writes (a JobSet
@@ -598,11 +600,21 @@ def wait_webhooks_live(
     raise TimeoutError(f"{handle.name}'s webhooks were not live within {timeout:g} s ({last})")
 
 
-def run_admission(session: Session, which: str, *, rate: int, seconds: float, n: int) -> dict[str, Any]:
+def run_admission(
+    session: Session,
+    which: str,
+    *,
+    rate: int,
+    seconds: float,
+    n: int,
+    qps: float = SHIPPED_QPS,
+    burst: int = SHIPPED_BURST,
+) -> dict[str, Any]:
     """Both TrainJob webhooks of ``which`` registered with the API server (failure policy Fail): each create
     request's round trip, open-loop at ``rate``/s for ``seconds``, then in a burst of ``n`` (8 client
-    threads), and the burst's time from the first create until every JobSet exists."""
-    handle = session.start_manager(which, qps=SHIPPED_QPS, burst=SHIPPED_BURST)
+    threads), and the burst's time from the first create until every JobSet exists; the manager's client
+    limited to ``qps``/``burst`` (the shipped limiter unless the ``admission-throttled`` scenario)."""
+    handle = session.start_manager(which, qps=qps, burst=burst)
     wait_workers_started(which, handle)
     wait_settled(handle, quiet=1.0)
     if handle.webhook_port is None or handle.ca_pem is None:
@@ -615,19 +627,21 @@ def run_admission(session: Session, which: str, *, rate: int, seconds: float, n:
     try:
         live_s = wait_webhooks_live(session, handle, before)
         say(f"  {which}: webhooks live after {live_s:.1f} s")
-        result: dict[str, Any] = {"webhooks_live_s": live_s}
+        result: dict[str, Any] = {"webhooks_live_s": live_s, "limiter": {"qps": qps, "burst": burst}}
         result["paced"] = _admission_paced(session, handle, rate, seconds)
         result["burst"] = _admission_burst(session, handle, n)
     finally:
         for configuration in configurations:
             gvk = GVK.from_api_version(configuration["apiVersion"], configuration["kind"])
             session.api.delete(gvk, configuration["metadata"]["name"])
-    paced, burst = result["paced"], result["burst"]
+    paced, bursted = result["paced"]["create_latency_s"], result["burst"]
+    latency = bursted["create_latency_s"]
     say(
-        f"  {which}: creates at {rate}/s p50 {paced['create_latency_s']['p50'] * 1000:.1f} ms, "
-        f"p99 {paced['create_latency_s']['p99'] * 1000:.1f} ms; burst of {n}: "
-        f"p50 {burst['create_latency_s']['p50'] * 1000:.1f} ms, "
-        f"p99 {burst['create_latency_s']['p99'] * 1000:.1f} ms, all JobSets in {burst['wall_s']:.2f} s"
+        f"  {which} (limiter {qps:g}/{burst}): creates at {rate}/s "
+        f"p50 {paced['p50'] * 1000:.1f} ms, p99 {paced['p99'] * 1000:.1f} ms; burst of {n}: "
+        f"p50 {latency['p50'] * 1000:.1f} ms, p99 {latency['p99'] * 1000:.1f} ms, "
+        f"{bursted['jobsets_while_creating']} JobSets by the last create's answer, "
+        f"all JobSets in {bursted['wall_s']:.2f} s"
     )
     session.stop_manager()
     return result
@@ -680,6 +694,8 @@ def _admission_burst(session: Session, handle: Any, n: int) -> dict[str, Any]:
         "jobsets": len(seen),
         "complete": complete,
         "create_s": created - start,
+        # The manager's applies compete with the creates for the API server's CPU while both run.
+        "jobsets_while_creating": sum(1 for t in seen.values() if t <= created),
         "wall_s": last - start,
         "create_latency_s": distribution(list(latencies.values())),
         "create_latencies_s": sorted(latencies.values()),

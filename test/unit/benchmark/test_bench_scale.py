@@ -377,6 +377,26 @@ def test_admission_rows_are_milliseconds_with_the_rate_and_the_burst_size() -> N
     ]
 
 
+def test_the_throttled_admission_rows_name_their_limiter_and_have_no_target() -> None:
+    def throttled(p50: float, while_creating: int) -> dict[str, object]:
+        figures = _admission((0.006, 0.030), (p50, 0.120), 50.0)
+        figures["limiter"] = {"qps": 20.0, "burst": 20}
+        figures["burst"]["jobsets_while_creating"] = while_creating  # type: ignore[index]
+        return figures
+
+    scenarios = {"admission-throttled": {"ours": throttled(0.020, 80), "upstream": throttled(0.025, 70)}}
+    rows = {label: rest for label, *rest in report.table_rows(scenarios)}
+    assert rows["admission, limiter 20/20, burst of 1000: create p50 (ms)"] == ["20.0", "25.0", "0.80x"]
+    assert rows["admission, limiter 20/20, burst of 1000: JobSets existing at the last create's answer"] == [
+        "80",
+        "70",
+        "1.14x",
+    ]
+    assert not any(label.startswith("admission, 20 creates/s") for label in rows)  # the shipped one: absent
+    verdicts = [t for t in report.evaluate_targets(scenarios) if t.name.startswith("admission")]
+    assert verdicts and all(t.met is None for t in verdicts)  # targets are on the shipped limiter only
+
+
 def test_webhook_figures_are_requests_per_path_and_the_mean_seconds_inside_the_server() -> None:
     from benchmark.scale import scenarios
 
