@@ -17,10 +17,16 @@ informers' GC tactic):
   start-up, and it is left alone. Measured: the restart's growth during the first reconciles from about
   +11 MiB to +4 MiB; no throughput change measurable (the workers hold the GIL for the allocations anyway).
 - :class:`MemoryScavenger`: a :class:`~controller.manager.manager.Runnable` whose thread
-  ``memory-scavenger`` calls ``malloc_trim(0)`` every ``period`` seconds (60 by default) while the manager
-  runs, on every replica: free pages in every arena go back to the kernel (measured: 9 MiB right after a
-  restart's initial reconciles). One call costs a walk of the arenas' free lists: well under a
-  millisecond for this process's heap.
+  ``memory-scavenger`` calls ``malloc_trim(0)`` when a spell of work ends, and at least every ``period``
+  seconds (60 by default), on every replica: free pages in every arena go back to the kernel. Go's
+  scavenger returns freed pages in the background, a little at a time; ``malloc_trim`` returns them all at
+  once (measured: 1-7 ms on a 300 MiB heap, the arenas locked meanwhile, the GIL released), so the
+  scavenger runs it when what a spell of work freed is freed for good: at the first poll (every half
+  second) at which the process, busy before, used less than a tenth of a core, read from its own CPU time
+  (one system call). Such trims are at least ``min_gap`` seconds apart (5 by default): a manager that
+  alternates work and rest trims at most once per gap. Why not the period alone: a restart over 30,000
+  TrainJobs ended its initial reconciles with 6 MiB of freed pages resident, above the settled manager's
+  figure, until the minute's trim came.
 
 Elsewhere than glibc (musl, macOS) there is no ``mallopt``/``malloc_trim``: :func:`limit_malloc_arenas`
 returns False and the scavenger's thread ends at once, logging why.
@@ -33,13 +39,22 @@ import ctypes.util
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 import structlog
 
 from controller.clock import REAL_CLOCK, Clock
 
-__all__ = ["DEFAULT_ARENAS", "DEFAULT_TRIM_PERIOD", "MemoryScavenger", "limit_malloc_arenas", "malloc_trim"]
+__all__ = [
+    "DEFAULT_ARENAS",
+    "DEFAULT_MIN_GAP",
+    "DEFAULT_POLL",
+    "DEFAULT_TRIM_PERIOD",
+    "MemoryScavenger",
+    "limit_malloc_arenas",
+    "malloc_trim",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -47,6 +62,10 @@ M_ARENA_MAX = -8
 """glibc's ``mallopt`` parameter number for the arena limit (``malloc.h``)."""
 DEFAULT_ARENAS = 2
 DEFAULT_TRIM_PERIOD = 60.0
+DEFAULT_POLL = 0.5
+DEFAULT_MIN_GAP = 5.0
+BUSY_FRACTION = 0.1
+"""The share of one core, over a poll, above which the process counts as busy."""
 
 
 @functools.cache  # find_library runs `ldconfig -p`: once per process, not once per trim
@@ -74,10 +93,13 @@ def malloc_trim() -> bool:
 
 
 class MemoryScavenger:
-    """Calls ``trim`` (default :func:`malloc_trim`) every ``period`` seconds while the manager runs.
+    """Calls ``trim`` (default :func:`malloc_trim`) when the process goes idle after work, and at least every
+    ``period`` seconds while the manager runs (see the module docstring).
 
     A :class:`~controller.manager.manager.Runnable` needing no leader election; its one thread,
-    ``memory-scavenger``, is started by :meth:`start` and joined by :meth:`stop`.
+    ``memory-scavenger``, is started by :meth:`start` and joined by :meth:`stop`. ``cpu_time`` reads the
+    process's CPU seconds (every thread's; :func:`time.process_time` by default) and ``clock`` the time
+    between two reads: both injectable, so tests drive the scavenger without sleeping.
     """
 
     name = "memory-scavenger"
@@ -86,13 +108,23 @@ class MemoryScavenger:
         self,
         period: float = DEFAULT_TRIM_PERIOD,
         *,
+        poll: float = DEFAULT_POLL,
+        min_gap: float = DEFAULT_MIN_GAP,
         trim: Callable[[], bool] | None = None,
+        cpu_time: Callable[[], float] = time.process_time,
         clock: Clock = REAL_CLOCK,
     ) -> None:
         if period <= 0:
             raise ValueError("period must be positive")
+        if not 0 < poll <= period:
+            raise ValueError("poll must be positive and at most the period")
+        if min_gap < 0:
+            raise ValueError("min_gap must not be negative")
         self._period = period
+        self._poll = poll
+        self._min_gap = min_gap
         self._trim = trim
+        self._cpu_time = cpu_time
         self._clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -114,9 +146,20 @@ class MemoryScavenger:
                 _log.info("memory.scavenger_off", reason="no glibc malloc_trim in this process")
                 return
             trim = malloc_trim
-        while not self._clock.wait(self._stop, self._period):
-            trim()
-            self.trims += 1
+        clock = self._clock
+        last_trim = clock.monotonic()  # the period counts from the start
+        worked = False  # busy at some poll since the last trim
+        polled, cpu = last_trim, self._cpu_time()
+        while not clock.wait(self._stop, self._poll):
+            now, cpu_now = clock.monotonic(), self._cpu_time()
+            busy = cpu_now - cpu >= BUSY_FRACTION * max(now - polled, self._poll)
+            polled, cpu = now, cpu_now
+            worked = worked or busy
+            since = now - last_trim
+            if since >= self._period or (worked and not busy and since >= self._min_gap):
+                trim()
+                self.trims += 1
+                last_trim, worked = clock.monotonic(), False
 
     def stop(self, timeout: float | None = None) -> bool:
         self._stop.set()
@@ -131,4 +174,4 @@ class MemoryScavenger:
         return False
 
     def __repr__(self) -> str:
-        return f"<MemoryScavenger every {self._period:g} s, {self.trims} trims>"
+        return f"<MemoryScavenger after work and every {self._period:g} s, {self.trims} trims>"
