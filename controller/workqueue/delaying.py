@@ -157,6 +157,8 @@ class DelayingQueue(Queue[T]):
                     return ready, ready_at - now
                 heapq.heappop(self._waiting)
                 del self._ready_at[item]
+                if not self._ready_at:
+                    self._ready_at.clear()  # frees the emptied table (controller.workqueue.queue, "Memory")
                 ready.append(item)
             self._delay.wake.clear()
             return ready, None

@@ -305,6 +305,8 @@ class QueueMetrics(Generic[T]):
         started = self._add_times.pop(item, None)
         if started is not None:
             self._latency.observe(now - started)
+        if not self._add_times:
+            self._add_times.clear()  # frees the emptied table (controller.workqueue.queue, "Memory")
 
     def update_depth_with_priority(self, old: int, new: int) -> None:
         """A ready item's priority was raised from ``old`` to ``new``."""

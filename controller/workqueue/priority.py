@@ -235,6 +235,8 @@ class PriorityQueue(QueueCore[T]):
                     break
                 self._not_empty.wait()
             del self._items[entry.key]
+            if not self._items:
+                self._items.clear()  # frees the emptied table (controller.workqueue.queue, "Memory")
             entry.gen = -1
             self._ready_count -= 1
             self._processing.add(entry.key)

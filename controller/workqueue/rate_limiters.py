@@ -74,6 +74,8 @@ class _PerItemFailures(Generic[T]):
     def forget(self, item: T) -> None:
         with self._lock:
             self._failures.pop(item, None)
+            if not self._failures:
+                self._failures.clear()  # frees the emptied table (controller.workqueue.queue, "Memory")
 
 
 class ItemExponentialFailureRateLimiter(_PerItemFailures[T]):
