@@ -24,9 +24,11 @@ informers' GC tactic):
   scavenger runs it when what a spell of work freed is freed for good: at the first poll (every half
   second) at which the process, busy before, used less than a tenth of a core, read from its own CPU time
   (one system call). Such trims are at least ``min_gap`` seconds apart (5 by default): a manager that
-  alternates work and rest trims at most once per gap. Why not the period alone: a restart over 30,000
-  TrainJobs ended its initial reconciles with 6 MiB of freed pages resident, above the settled manager's
-  figure, until the minute's trim came.
+  alternates work and rest trims at most once per gap. Anything that takes 50 ms of CPU within a poll
+  counts as work (a full collection of a large heap, say), so even a settled manager may trim every few
+  seconds: under a millisecond each when there is little to return. Why not the period alone: a restart
+  over 30,000 TrainJobs ended its initial reconciles with 6 MiB of freed pages resident, above the settled
+  manager's figure, until the minute's trim came.
 
 Elsewhere than glibc (musl, macOS) there is no ``mallopt``/``malloc_trim``: :func:`limit_malloc_arenas`
 returns False and the scavenger's thread ends at once, logging why.

@@ -19,12 +19,13 @@ returns it on shut down, so a worker may test ``item is None``, which also narro
 ``workqueue_*`` metrics (:mod:`controller.workqueue.metrics`) and owns the ``workqueue/<name>/metrics``
 thread, joined on shut down.
 
-Memory: a CPython dict or set, like a Go map, keeps the table it grew to when its entries are deleted, so a
-queue that once held 30,000 keys would keep about 2.5 MiB of empty tables (its item table and the metrics'
-timestamps) after handing every key out: a restart's initial list fills the queue at once, where steady
-work never does. Every table keyed by queued items is cleared the moment it empties (``clear`` frees the
-table; with nothing queued that costs one small allocation on the next add), so an idle queue holds no
-more than a fresh one.
+Memory: a CPython set, like a Go map, keeps the table it grew to when its entries are deleted, and so does
+a dict until later inserts make it resize. A restart's initial list fills a controller's queue at once,
+where steady work never does: a priority queue that had held 30,000 keys kept 2.5 MiB of empty tables (its
+item table and the metrics' timestamps) once it had handed every key out and nothing more came. Every
+table keyed by queued items is cleared the moment it empties (``clear`` frees the table; a dict then
+allocates a small one on its next insert, a set uses its built-in one), so an idle queue holds no more than
+a fresh one.
 
 Deliberately missing: ``get(timeout=...)`` (client-go has none; a worker stops through shut down), the
 untyped/deprecated constructors, and the process-global metrics provider. Misuse fails loudly where
