@@ -17,6 +17,7 @@ from controller.clock import FakeClock
 from controller.envtest import wait_until
 from controller.workqueue import (
     DelayingQueue,
+    Interface,
     ItemExponentialFailureRateLimiter,
     PriorityQueue,
     Queue,
@@ -54,6 +55,15 @@ def left_behind() -> Iterator[Callable[[], int]]:
         tracemalloc.stop()
 
 
+def _drain(queue: Interface[str]) -> None:
+    """Hands out every key and marks it done, as the workers would; the queue is then empty."""
+    for _ in KEYS:
+        item, _ = queue.get()
+        assert item is not None
+        queue.done(item)
+    assert len(queue) == 0
+
+
 def test_a_drained_queue_gives_back_its_tables(unique_name: Callable[[], str]) -> None:
     with Queue[str](name=unique_name()) as queue:
         queue.add(KEYS[0])  # the metrics series exist before the measurement
@@ -62,11 +72,7 @@ def test_a_drained_queue_gives_back_its_tables(unique_name: Callable[[], str]) -
             for key in KEYS:
                 queue.add(key)
             assert len(queue) == ITEMS
-            for _ in KEYS:
-                item, _ = queue.get()
-                assert item is not None
-                queue.done(item)
-            assert len(queue) == 0
+            _drain(queue)
             assert grown() < LEFT_BEHIND
 
 
@@ -78,11 +84,7 @@ def test_a_drained_priority_queue_gives_back_its_tables(unique_name: Callable[[]
             for key in KEYS:
                 queue.add_with_opts(key, priority=-100)  # as a restart's initial list adds them
             assert len(queue) == ITEMS
-            for _ in KEYS:
-                item, _ = queue.get()
-                assert item is not None
-                queue.done(item)
-            assert len(queue) == 0
+            _drain(queue)
             assert grown() < LEFT_BEHIND
 
 
@@ -97,10 +99,7 @@ def test_a_delaying_queue_gives_back_its_waiting_table(
                 queue.add_after(key, 10.0)
             clock.step(10.0)
             wait_until(lambda: len(queue) == ITEMS, timeout=5, interval=0.001)
-            for _ in KEYS:
-                item, _ = queue.get()
-                assert item is not None
-                queue.done(item)
+            _drain(queue)
             assert grown() < LEFT_BEHIND
 
 
